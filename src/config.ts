@@ -1,0 +1,33 @@
+/**
+ * Typed view of the deployment's vars. Vars arrive as strings; a missing or malformed number
+ * falls back to its safe default rather than failing every request.
+ */
+export type AuthMode = "api-key" | "single-user";
+
+export interface AppConfig {
+  authMode: AuthMode;
+  maxBodyBytes: number;
+  maxRunningSandboxes: number;
+  sandboxIdleTimeoutSeconds: number;
+  sandboxStartTimeoutSeconds: number;
+}
+
+/** The id of the one user of single-user (local development) mode. */
+export const LOCAL_USER_ID = "local";
+
+function positiveInt(raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw.trim() === "") return fallback;
+  const value = Number(raw);
+  return Number.isSafeInteger(value) && value > 0 ? value : fallback;
+}
+
+export function readConfig(env: Env): AppConfig {
+  return {
+    // Anything but the explicit local value means keys are required: a typo never opens the API.
+    authMode: env.AUTH_MODE === "single-user" ? "single-user" : "api-key",
+    maxBodyBytes: positiveInt(env.MAX_BODY_BYTES, 1024 * 1024),
+    maxRunningSandboxes: positiveInt(env.MAX_RUNNING_SANDBOXES, 5),
+    sandboxIdleTimeoutSeconds: positiveInt(env.SANDBOX_IDLE_TIMEOUT_SECONDS, 1800),
+    sandboxStartTimeoutSeconds: positiveInt(env.SANDBOX_START_TIMEOUT_SECONDS, 120),
+  };
+}
