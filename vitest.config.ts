@@ -17,5 +17,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
+    // The Worker's one-line-per-request logs drown the test report; errors still show.
+    onConsoleLog: (log) => !log.includes('"msg":"request"'),
   },
 });
