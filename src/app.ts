@@ -7,7 +7,9 @@ import { type AppEnv, newRouter } from "./api/app-env";
 import { RouteTable } from "./api/method-not-allowed";
 import { jsonBodyGuard } from "./api/middleware/body-guard";
 import { requestContext } from "./api/middleware/request-context";
+import { runtimeProxy, runtimeProxyDoc } from "./api/runtime-proxy";
 import { sandboxSpecsRouter } from "./api/sandbox-specs";
+import { sandboxesRouter } from "./api/sandboxes";
 import { jsonContent } from "./api/schemas/common";
 import { usersRouter } from "./api/users";
 import { ApiError, type ErrorBody, type ErrorCode } from "./errors";
@@ -46,6 +48,9 @@ function fromHttpException(error: HTTPException): ApiError {
 export function createApp() {
   const api = newRouter();
   api.route("/sandbox-specs", sandboxSpecsRouter);
+  api.route("/sandboxes", sandboxesRouter);
+  api.all("/sandboxes/:sandbox_id/runtime", runtimeProxy);
+  api.all("/sandboxes/:sandbox_id/runtime/*", runtimeProxy);
   api.route("/", usersRouter);
   api.route("/admin", adminRouter);
 
@@ -60,11 +65,18 @@ export function createApp() {
     scheme: "bearer",
     description: "An API key. `X-Session-API-Key: <key>` is accepted as well.",
   });
+  app.openAPIRegistry.registerComponent("securitySchemes", "sessionKey", {
+    type: "apiKey",
+    in: "header",
+    name: "X-Session-API-Key",
+    description: "A sandbox's session_api_key: grants that sandbox's runtime routes only.",
+  });
   app.openAPIRegistry.registerComponent("securitySchemes", "adminToken", {
     type: "http",
     scheme: "bearer",
     description: "The deployment's ADMIN_TOKEN secret (operator routes only).",
   });
+  runtimeProxyDoc(app.openAPIRegistry, `${API_PREFIX}/sandboxes/{sandbox_id}/runtime/{path}`);
   app.doc31(OPENAPI_PATH, {
     openapi: "3.1.0",
     info: {

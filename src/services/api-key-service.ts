@@ -41,6 +41,21 @@ export function hashApiKey(key: string): Promise<string> {
   return sha256Hex(key);
 }
 
+/**
+ * The credential a request presents: `Authorization: Bearer`, else `X-Session-API-Key`.
+ * Null when it presents none; "" when its Authorization header is not a bearer token, which no
+ * key or token matches.
+ */
+export function presentedKey(headers: Headers): string | null {
+  const authorization = headers.get("Authorization");
+  if (authorization !== null) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match?.[1] ?? "";
+  }
+  const sessionKey = headers.get("X-Session-API-Key")?.trim();
+  return sessionKey ? sessionKey : null;
+}
+
 /** The owner of a presented key, or null for a malformed, unknown or revoked key. */
 export async function resolveApiKey(env: Env, presented: string): Promise<string | null> {
   if (!KEY_BODY.test(presented)) return null;

@@ -14,3 +14,10 @@ export function toHex(bytes: ArrayBuffer | Uint8Array): string {
 export async function sha256Hex(text: string): Promise<string> {
   return toHex(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
 }
+
+/** Compares two secrets by their digests, so that timing says nothing about length or prefix. */
+export async function sameSecret(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([sha256Hex(a), sha256Hex(b)]);
+  const encoder = new TextEncoder();
+  return crypto.subtle.timingSafeEqual(encoder.encode(x), encoder.encode(y));
+}

@@ -1,25 +1,10 @@
 import type { MiddlewareHandler } from "hono";
 import { LOCAL_USER_ID } from "../../config";
 import { ApiError } from "../../errors";
-import { resolveApiKey } from "../../services/api-key-service";
-import { sha256Hex } from "../../services/ids";
+import { presentedKey, resolveApiKey } from "../../services/api-key-service";
+import { sameSecret } from "../../services/ids";
 import { ensureLocalUser } from "../../services/user-service";
 import type { AppEnv } from "../app-env";
-
-/**
- * The credential a request presents: `Authorization: Bearer`, else `X-Session-API-Key`.
- * Null when it presents none; "" when its Authorization header is not a bearer token, which no
- * key or token matches.
- */
-export function presentedKey(headers: Headers): string | null {
-  const authorization = headers.get("Authorization");
-  if (authorization !== null) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
-    return match?.[1] ?? "";
-  }
-  const sessionKey = headers.get("X-Session-API-Key")?.trim();
-  return sessionKey ? sessionKey : null;
-}
 
 /** Sets `userId` to the caller, or answers 401. In single-user mode everyone is the local user. */
 export function requireUser(): MiddlewareHandler<AppEnv> {
@@ -40,13 +25,6 @@ export function requireUser(): MiddlewareHandler<AppEnv> {
     c.set("userId", userId);
     return next();
   };
-}
-
-async function sameSecret(a: string, b: string): Promise<boolean> {
-  // Compare digests so that the comparison's time says nothing about the secret's length or prefix.
-  const [x, y] = await Promise.all([sha256Hex(a), sha256Hex(b)]);
-  const encoder = new TextEncoder();
-  return crypto.subtle.timingSafeEqual(encoder.encode(x), encoder.encode(y));
 }
 
 /** Operator routes: the `ADMIN_TOKEN` secret as a bearer token; 403 when no token is configured. */

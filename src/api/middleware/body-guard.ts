@@ -5,6 +5,8 @@ import type { AppEnv } from "../app-env";
 
 const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
 const METHODS_WITH_BODY = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+/** The runtime proxy carries the runtime's own bodies (files, archives) and its own limits. */
+const RUNTIME_PROXY_PATH = /^\/api\/v1\/sandboxes\/[^/]+\/runtime(\/|$)/;
 
 function hasBody(request: Request): boolean {
   const length = request.headers.get("Content-Length");
@@ -19,7 +21,7 @@ function hasBody(request: Request): boolean {
  */
 export function jsonBodyGuard(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    if (!METHODS_WITH_BODY.has(c.req.method) || !hasBody(c.req.raw)) return next();
+    if (!METHODS_WITH_BODY.has(c.req.method) || RUNTIME_PROXY_PATH.test(c.req.path) || !hasBody(c.req.raw)) return next();
     const mediaType = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim() ?? "";
     if (!JSON_MEDIA_TYPE.test(mediaType)) {
       throw new ApiError(
