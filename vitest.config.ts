@@ -3,20 +3,29 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   plugins: [
-    cloudflareTest({
+    cloudflareTest(({ inject }) => ({
+      // The Worker plus a test-only SandboxDO whose ctx.container is a stand-in (test/worker.ts).
+      main: "./test/worker.ts",
       wrangler: { configPath: "./wrangler.toml" },
       miniflare: {
         bindings: {
           AUTH_MODE: "api-key",
           ADMIN_TOKEN: "test-admin-token-0123456789",
           LLM_API_KEY: "",
+          LOCAL_SANDBOX_HOST_URL: inject("sandboxHostUrl"),
+          SANDBOX_START_TIMEOUT_SECONDS: "20",
+        },
+        durableObjects: {
+          STANDIN_CONTAINER_SANDBOX: { className: "StandInContainerSandboxDO", useSQLite: true },
         },
       },
-    }),
+    })),
   ],
   test: {
     include: ["test/**/*.test.ts"],
-    testTimeout: 30_000,
+    globalSetup: ["./test/node/global-setup.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
     // The Worker's one-line-per-request logs drown the test report; errors still show.
     onConsoleLog: (log) => !log.includes('"msg":"request"'),
   },

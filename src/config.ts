@@ -16,9 +16,15 @@ export interface AppConfig {
 export const LOCAL_USER_ID = "local";
 
 function positiveInt(raw: string | undefined, fallback: number): number {
+  const value = positiveNumber(raw, fallback);
+  return Number.isSafeInteger(value) ? value : fallback;
+}
+
+/** Durations may be fractional (tests use sub-second timeouts). */
+function positiveNumber(raw: string | undefined, fallback: number): number {
   if (raw === undefined || raw.trim() === "") return fallback;
   const value = Number(raw);
-  return Number.isSafeInteger(value) && value > 0 ? value : fallback;
+  return Number.isFinite(value) && value > 0 ? value : fallback;
 }
 
 export function readConfig(env: Env): AppConfig {
@@ -27,7 +33,7 @@ export function readConfig(env: Env): AppConfig {
     authMode: env.AUTH_MODE === "single-user" ? "single-user" : "api-key",
     maxBodyBytes: positiveInt(env.MAX_BODY_BYTES, 1024 * 1024),
     maxRunningSandboxes: positiveInt(env.MAX_RUNNING_SANDBOXES, 5),
-    sandboxIdleTimeoutSeconds: positiveInt(env.SANDBOX_IDLE_TIMEOUT_SECONDS, 1800),
-    sandboxStartTimeoutSeconds: positiveInt(env.SANDBOX_START_TIMEOUT_SECONDS, 120),
+    sandboxIdleTimeoutSeconds: positiveNumber(env.SANDBOX_IDLE_TIMEOUT_SECONDS, 1800),
+    sandboxStartTimeoutSeconds: positiveNumber(env.SANDBOX_START_TIMEOUT_SECONDS, 120),
   };
 }

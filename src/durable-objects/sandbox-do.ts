@@ -210,7 +210,7 @@ export class SandboxDO extends DurableObject<Env> {
       );
       await this.armAlarm();
       const row = this.row() as SandboxRow;
-      this.ctx.waitUntil(this.driveStart(row.attempt));
+      this.ctx.waitUntil(this.driveStartLogged(row.attempt));
       return this.toRecord(row);
     });
   }
@@ -227,7 +227,7 @@ export class SandboxDO extends DurableObject<Env> {
       const attempt = row.attempt + 1;
       this.ctx.storage.sql.exec("UPDATE sandbox SET last_activity_at = ?, start_timeout_ms = ?", Date.now(), startTimeoutMs);
       await this.transition("STARTING", null, { start_deadline: Date.now() + startTimeoutMs, attempt });
-      this.ctx.waitUntil(this.driveStart(attempt));
+      this.ctx.waitUntil(this.driveStartLogged(attempt));
       return { ok: true };
     });
   }
@@ -315,7 +315,7 @@ export class SandboxDO extends DurableObject<Env> {
     const now = Date.now();
     if (row.status === "STARTING" && row.start_deadline !== null) {
       if (now < row.start_deadline) {
-        if (this.driving !== row.attempt) this.ctx.waitUntil(this.driveStart(row.attempt));
+        if (this.driving !== row.attempt) this.ctx.waitUntil(this.driveStartLogged(row.attempt));
         return this.armAlarm();
       }
       await this.serialize(async () => {
@@ -361,6 +361,22 @@ export class SandboxDO extends DurableObject<Env> {
 
   private async stopBackend(row: SandboxRow): Promise<void> {
     await this.backend(row).stop();
+  }
+
+  /** A background drive never rejects: a failure is logged, and the alarm fails the start at its deadline. */
+  private async driveStartLogged(attempt: number): Promise<void> {
+    try {
+      await this.driveStart(attempt);
+    } catch (error) {
+      console.error(
+        JSON.stringify({
+          level: "error",
+          msg: "sandbox start drive failed",
+          sandbox_id: this.row()?.id,
+          error: describeError(error),
+        }),
+      );
+    }
   }
 
   /**

@@ -11,6 +11,8 @@ export interface CallOptions {
   key?: string | null;
   body?: unknown;
   rawBody?: string;
+  /** A body of any kind (bytes, a stream), sent as it is. */
+  rawBodyInit?: BodyInit;
   headers?: Record<string, string>;
 }
 
@@ -18,7 +20,7 @@ export interface CallOptions {
 export async function call(path: string, options: CallOptions = {}): Promise<Response> {
   const headers = new Headers(options.headers);
   if (options.key) headers.set("Authorization", `Bearer ${options.key}`);
-  let body: string | undefined;
+  let body: BodyInit | undefined = options.rawBodyInit;
   if (options.rawBody !== undefined) body = options.rawBody;
   else if (options.body !== undefined) {
     body = JSON.stringify(options.body);

@@ -1,15 +1,6 @@
-import { createExecutionContext, env, waitOnExecutionContext } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { createApp } from "../../src/app";
 import { expectError, json } from "../helpers/api";
-
-/** Runs the app with some vars changed, the way a different deployment would configure it. */
-async function callWith(vars: Partial<Env>, path: string, init: RequestInit = {}): Promise<Response> {
-  const ctx = createExecutionContext();
-  const response = await createApp().fetch(new Request(`http://api.test${path}`, init), { ...env, ...vars }, ctx);
-  await waitOnExecutionContext(ctx);
-  return response;
-}
+import { callWith } from "../helpers/configured";
 
 describe("single-user mode (AUTH_MODE=single-user)", () => {
   it("treats every request as the local user, without a key", async () => {
