@@ -49,7 +49,6 @@ export function createApp() {
   const api = newRouter();
   api.route("/sandbox-specs", sandboxSpecsRouter);
   api.route("/sandboxes", sandboxesRouter);
-  api.all("/sandboxes/:sandbox_id/runtime", runtimeProxy);
   api.all("/sandboxes/:sandbox_id/runtime/*", runtimeProxy);
   api.route("/", usersRouter);
   api.route("/admin", adminRouter);
