@@ -22,7 +22,7 @@ const SpecSchema = z.object({
 
 export type SandboxSpec = z.infer<typeof SpecSchema>;
 
-const RUNTIME_COMMAND = ["node", "/opt/sandbox-runtime/server.js"];
+const RUNTIME_COMMAND = ["node", "/opt/sandbox-runtime/server.ts"];
 
 const PRESETS: SandboxSpec[] = [
   {
