@@ -3,6 +3,8 @@ import type { SandboxSpec } from "../config/sandbox-specs";
 import { runtimeRequest, type SandboxBackend } from "../sandbox/backend";
 import { ContainerBackend } from "../sandbox/container-backend";
 import { LocalBackend } from "../sandbox/local-backend";
+import { sameSecret } from "../services/ids";
+import { PROXY_SESSION_KEY_HEADER, PROXY_USER_HEADER } from "../services/proxy-headers";
 import { applyMigrations } from "./migrations";
 
 export type SandboxStatus = "STARTING" | "RUNNING" | "PAUSED" | "ERROR" | "MISSING";
@@ -102,6 +104,8 @@ export class SandboxDO extends DurableObject<Env> {
   private pausing = false;
   /** The attempt whose start this instance is driving, if any; lost with an eviction. */
   private driving: number | null = null;
+  private lastActivityWrite = 0;
+  private lastActivity = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -141,7 +145,7 @@ export class SandboxDO extends DurableObject<Env> {
       session_api_key: row.session_api_key,
       created_at: row.created_at,
       updated_at: row.updated_at,
-      last_activity_at: new Date(row.last_activity_at).toISOString(),
+      last_activity_at: new Date(this.lastActivityAt(row)).toISOString(),
       snapshot_bytes: row.snapshot_bytes,
     };
   }
@@ -172,7 +176,8 @@ export class SandboxDO extends DurableObject<Env> {
     let due: number | null = null;
     // While starting, wake every second: after an eviction the alarm takes over the drive.
     if (row?.status === "STARTING" && row.start_deadline !== null) due = Math.min(row.start_deadline, Date.now() + 1000);
-    if (row?.status === "RUNNING") due = Math.min(row.last_activity_at + row.idle_timeout_ms, Date.now() + HEALTH_INTERVAL_MS);
+    if (row?.status === "RUNNING")
+      due = Math.min(this.lastActivityAt(row) + row.idle_timeout_ms, Date.now() + HEALTH_INTERVAL_MS);
     if (due === null) await this.ctx.storage.deleteAlarm();
     else await this.ctx.storage.setAlarm(due);
   }
@@ -273,9 +278,22 @@ export class SandboxDO extends DurableObject<Env> {
     });
   }
 
-  /** Records activity (API, runtime and agent use) so that idle pause leaves the sandbox alone. */
+  /**
+   * Records activity (API, runtime and agent use) so that idle pause leaves the sandbox alone.
+   * Written at most once a second: idle timeouts are minutes, and a write per proxied call
+   * would cost every call a storage round.
+   */
   markActivity(): void {
-    this.ctx.storage.sql.exec("UPDATE sandbox SET last_activity_at = ?", Date.now());
+    const now = Date.now();
+    this.lastActivity = now;
+    if (now - this.lastActivityWrite < 1000) return;
+    this.lastActivityWrite = now;
+    this.ctx.storage.sql.exec("UPDATE sandbox SET last_activity_at = ?", now);
+  }
+
+  /** The latest activity: this instance's memory, else the stored value (at most 1 s older). */
+  private lastActivityAt(row: SandboxRow): number {
+    return Math.max(row.last_activity_at, this.lastActivity);
   }
 
   /**
@@ -287,6 +305,15 @@ export class SandboxDO extends DurableObject<Env> {
     const row = this.row();
     if (row === null || row.status === "MISSING")
       return Response.json({ detail: "No such sandbox.", code: "SANDBOX_NOT_FOUND" }, { status: 404 });
+    const sessionKey = request.headers.get(PROXY_SESSION_KEY_HEADER);
+    const user = request.headers.get(PROXY_USER_HEADER);
+    const allowed =
+      user !== null ? user === row.user_id : sessionKey !== null && (await sameSecret(sessionKey, row.session_api_key));
+    if (!allowed)
+      return Response.json(
+        { detail: "The key is not this sandbox's session_api_key.", code: "INVALID_API_KEY" },
+        { status: 401 },
+      );
     if (row.status !== "RUNNING" || this.pausing) {
       return Response.json(
         { detail: `The sandbox is ${this.pausing ? "pausing" : row.status}; resume it first.`, code: "SANDBOX_NOT_RUNNING" },
@@ -296,7 +323,8 @@ export class SandboxDO extends DurableObject<Env> {
     this.markActivity();
     const url = new URL(request.url);
     const headers = new Headers(request.headers);
-    headers.delete("X-Session-API-Key");
+    headers.delete(PROXY_SESSION_KEY_HEADER);
+    headers.delete(PROXY_USER_HEADER);
     headers.set("Authorization", `Bearer ${row.runtime_token}`);
     try {
       return await this.backend(row).fetch(
@@ -326,7 +354,7 @@ export class SandboxDO extends DurableObject<Env> {
       return;
     }
     if (row.status === "RUNNING") {
-      if (now >= row.last_activity_at + row.idle_timeout_ms) {
+      if (now >= this.lastActivityAt(row) + row.idle_timeout_ms) {
         await this.pause("idle");
         return;
       }

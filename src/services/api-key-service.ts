@@ -56,9 +56,13 @@ export function presentedKey(headers: Headers): string | null {
   return sessionKey ? sessionKey : null;
 }
 
+export function isApiKeyShaped(presented: string): boolean {
+  return KEY_BODY.test(presented);
+}
+
 /** The owner of a presented key, or null for a malformed, unknown or revoked key. */
 export async function resolveApiKey(env: Env, presented: string): Promise<string | null> {
-  if (!KEY_BODY.test(presented)) return null;
+  if (!isApiKeyShaped(presented)) return null;
   const record = await env.API_KEY.getByName(await hashApiKey(presented)).resolve();
   return record?.user_id ?? null;
 }

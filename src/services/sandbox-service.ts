@@ -1,9 +1,11 @@
 import type { AppConfig } from "../config";
+import { LOCAL_USER_ID } from "../config";
 import type { SandboxRecord, SandboxStatus } from "../durable-objects/sandbox-do";
 import { ApiError } from "../errors";
-import { presentedKey, resolveApiKey } from "./api-key-service";
-import { newHexId, nowIso, sameSecret } from "./ids";
+import { isApiKeyShaped, presentedKey, resolveApiKey } from "./api-key-service";
+import { newHexId, nowIso } from "./ids";
 import { decodeCursor, encodeCursor, type Page } from "./paging";
+import { PROXY_SESSION_KEY_HEADER, PROXY_USER_HEADER } from "./proxy-headers";
 import { defaultSandboxSpec, requireSandboxSpec } from "./sandbox-spec-service";
 import { accountOf } from "./user-service";
 
@@ -182,8 +184,9 @@ export async function getSandboxes(env: Env, userId: string, ids: string[]): Pro
 
 /**
  * Forwards a request to a sandbox's runtime. The caller proves itself with the sandbox's
- * `session_api_key`, or with its owner's API key (or in single-user mode, as the local user).
- * Another user's key gets the same 404 as an unknown sandbox.
+ * `session_api_key` (checked by the SandboxDO itself, so the common case costs one hop), or
+ * with its owner's API key (resolved here), or in single-user mode as the local user. Another
+ * user's key gets the same answer as a wrong key.
  */
 export async function proxyToRuntime(
   env: Env,
@@ -192,23 +195,15 @@ export async function proxyToRuntime(
   id: string,
   runtimePath: string,
 ): Promise<Response> {
-  const sandbox = sandboxOf(env, id);
-  const record = await sandbox.get();
-  if (record === null) throw notFound();
   const presented = presentedKey(request.headers);
-  const allowed =
-    config.authMode === "single-user" ||
-    (presented !== null && (await sameSecret(presented, record.session_api_key))) ||
-    (presented !== null && (await resolveApiKey(env, presented)) === record.user_id);
-  if (!allowed) {
-    if (presented === null) throw new ApiError("AUTH_REQUIRED", "Send the sandbox's session_api_key as 'X-Session-API-Key'.");
-    throw new ApiError("INVALID_API_KEY", "The key is not this sandbox's session_api_key.");
-  }
   const headers = new Headers(request.headers);
-  headers.delete("Authorization");
-  headers.delete("X-Session-API-Key");
+  for (const name of ["Authorization", "X-Session-API-Key", PROXY_SESSION_KEY_HEADER, PROXY_USER_HEADER]) headers.delete(name);
+  if (config.authMode === "single-user") headers.set(PROXY_USER_HEADER, LOCAL_USER_ID);
+  else if (presented === null) throw new ApiError("AUTH_REQUIRED", "Send the sandbox's session_api_key as 'X-Session-API-Key'.");
+  else if (isApiKeyShaped(presented)) headers.set(PROXY_USER_HEADER, (await resolveApiKey(env, presented)) ?? "");
+  else headers.set(PROXY_SESSION_KEY_HEADER, presented);
   const search = new URL(request.url).search;
-  return sandbox.fetch(
+  return sandboxOf(env, id).fetch(
     new Request(`http://sandbox${runtimePath}${search}`, { method: request.method, headers, body: request.body }),
   );
 }

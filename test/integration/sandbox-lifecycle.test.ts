@@ -1,6 +1,7 @@
 import { env, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { SANDBOX_SPECS } from "../../src/config/sandbox-specs";
+import { PROXY_SESSION_KEY_HEADER } from "../../src/services/proxy-headers";
 import { createUser, json } from "../helpers/api";
 import { callWith } from "../helpers/configured";
 import { getSandbox, hostState, runtime, type SandboxInfo, waitForStatus } from "../helpers/sandboxes";
@@ -95,8 +96,13 @@ describe("the container backend (ctx.container stand-in reaching a real runtime)
       }),
     ]);
 
+    // As the Worker does: the SandboxDO checks the session key itself.
+    const asWorker = { [PROXY_SESSION_KEY_HEADER]: "sk_container" };
+    const denied = await stub.fetch("http://sandbox/files/list?path=.", { headers: { [PROXY_SESSION_KEY_HEADER]: "sk_other" } });
+    expect(denied.status).toBe(401);
     const put = await stub.fetch("http://sandbox/files?path=keep.sh&mode=0700", {
       method: "PUT",
+      headers: asWorker,
       body: "#!/bin/sh\necho kept\n",
     });
     expect(put.status).toBe(200);
@@ -106,7 +112,7 @@ describe("the container backend (ctx.container stand-in reaching a real runtime)
     while ((await stub.get())?.status !== "RUNNING" && Date.now() < deadline) await sleep(50);
     const ran = await stub.fetch("http://sandbox/exec", {
       method: "POST",
-      headers: { "Content-Type": "application/json" },
+      headers: { ...asWorker, "Content-Type": "application/json" },
       body: JSON.stringify({ argv: ["./keep.sh"] }),
     });
     expect(await ran.json()).toMatchObject({ exit_code: 0, stdout: "kept\n" });

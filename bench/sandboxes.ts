@@ -1,0 +1,203 @@
+/**
+ * Sandbox benchmarks on the local backend, each against its floor measured in the same run:
+ *   1. start → RUNNING through the API   vs  spawning the runtime directly and waiting for /health
+ *   2. a trivial command via the proxy   vs  the same call straight to the runtime (p50)
+ *   3. pause + resume of a 50 MB mixed workspace  vs  tar of the same directory out and back
+ * Run: npm run bench:sandboxes   (writes bench/results/sandboxes.md)
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startSandboxHost } from "../scripts/sandbox-host.ts";
+import { machine, ms, percentile, ROOT, startWorker, waitFor } from "./lib.ts";
+
+const START_RUNS = 10;
+const EXEC_RUNS = 200;
+const SNAPSHOT_RUNS = 3;
+const RUNTIME = join(ROOT, "container", "runtime", "server.ts");
+const TOKEN = "bench-token-0123456789abcdef";
+
+const scratch = mkdtempSync(join(tmpdir(), "bench-sandboxes-"));
+const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
+const worker = await startWorker(8790, join(scratch, "state"), { LOCAL_SANDBOX_HOST_URL: host.url });
+const api = (path: string, init?: RequestInit) => fetch(`${worker.url}/api/v1${path}`, init);
+
+interface Info {
+  id: string;
+  status: string;
+  session_api_key: string | null;
+}
+
+async function info(id: string): Promise<Info> {
+  const [found] = (await (await api(`/sandboxes?id=${id}`)).json()) as Info[];
+  if (!found) throw new Error(`sandbox ${id} vanished`);
+  return found;
+}
+
+async function untilStatus(id: string, status: string): Promise<Info> {
+  let last: Info | null = null;
+  await waitFor(
+    async () => {
+      last = await info(id);
+      return last.status === status;
+    },
+    60_000,
+    2,
+  );
+  return last as unknown as Info;
+}
+
+// 1. Start to RUNNING ------------------------------------------------------------------------
+async function floorStart(): Promise<number> {
+  const dir = mkdtempSync(join(scratch, "floor-"));
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
+    env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: TOKEN, WORKDIR: dir, HOST: "127.0.0.1", PORT: "0" },
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  const port = await new Promise<string>((resolve) => {
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /port=(\d+)/.exec(out);
+      if (match?.[1]) resolve(match[1]);
+    });
+  });
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, 10_000, 2);
+  const elapsed = performance.now() - t0;
+  child.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+  return elapsed;
+}
+
+async function apiStart(): Promise<number> {
+  const t0 = performance.now();
+  const started = (await (await api("/sandboxes?sandbox_spec_id=slim", { method: "POST" })).json()) as Info;
+  await untilStatus(started.id, "RUNNING");
+  const elapsed = performance.now() - t0;
+  await api(`/sandboxes/${started.id}`, { method: "DELETE" });
+  return elapsed;
+}
+
+await apiStart();
+await floorStart();
+const floorStarts: number[] = [];
+const apiStarts: number[] = [];
+for (let i = 0; i < START_RUNS; i++) {
+  floorStarts.push(await floorStart());
+  apiStarts.push(await apiStart());
+}
+
+// 2. A trivial command ---------------------------------------------------------------------
+const sandbox = (await (await api("/sandboxes?sandbox_spec_id=slim", { method: "POST" })).json()) as Info;
+const running = await untilStatus(sandbox.id, "RUNNING");
+const runtimeUrl = ((await (await fetch(`${host.url}/sandboxes/${sandbox.id}`)).json()) as { url: string }).url;
+const execBody = JSON.stringify({ argv: ["true"] });
+
+async function timeCalls(url: string, headers: Record<string, string>): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < EXEC_RUNS + 20; i++) {
+    const t0 = performance.now();
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", ...headers },
+      body: execBody,
+    });
+    await response.json();
+    if (i >= 20) times.push(performance.now() - t0);
+  }
+  return times;
+}
+// The runtime's own token is what the platform holds; the bench reads it nowhere, so the floor
+// uses a second runtime started with a known token in the same way.
+const floorDir = mkdtempSync(join(scratch, "exec-floor-"));
+const floorChild = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
+  env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: TOKEN, WORKDIR: floorDir, HOST: "127.0.0.1", PORT: "0" },
+  stdio: ["ignore", "pipe", "ignore"],
+});
+const floorPort = await new Promise<string>((resolve) => {
+  let out = "";
+  floorChild.stdout?.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+    const match = /port=(\d+)/.exec(out);
+    if (match?.[1]) resolve(match[1]);
+  });
+});
+void runtimeUrl;
+const directExec = await timeCalls(`http://127.0.0.1:${floorPort}/exec`, { Authorization: `Bearer ${TOKEN}` });
+const proxiedExec = await timeCalls(`${worker.url}/api/v1/sandboxes/${running.id}/runtime/exec`, {
+  "X-Session-API-Key": running.session_api_key ?? "",
+});
+floorChild.kill("SIGKILL");
+
+// 3. Pause + resume of a 50 MB mixed workspace -----------------------------------------------
+function fillWorkspace(dir: string): number {
+  let bytes = 0;
+  for (let i = 0; i < 600; i++) {
+    const sub = join(dir, "src", `pkg${i % 20}`);
+    mkdirSync(sub, { recursive: true });
+    const text = `// file ${i}\n${"export const value = 'lorem ipsum dolor sit amet';\n".repeat(40 + (i % 200))}`;
+    writeFileSync(join(sub, `module${i}.ts`), text);
+    bytes += text.length;
+  }
+  mkdirSync(join(dir, "assets"), { recursive: true });
+  for (let i = 0; i < 10; i++) {
+    const blob = randomBytes(4 * 1024 * 1024);
+    writeFileSync(join(dir, "assets", `blob${i}.bin`), blob, { mode: 0o640 });
+    bytes += blob.length;
+  }
+  return bytes;
+}
+
+const workspace = join(scratch, "sandboxes", running.id, "workspace");
+const workspaceBytes = fillWorkspace(workspace);
+const floorSnapshots: number[] = [];
+const apiSnapshots: number[] = [];
+for (let i = 0; i < SNAPSHOT_RUNS; i++) {
+  const archive = join(scratch, "floor.tar");
+  const restored = mkdtempSync(join(scratch, "restored-"));
+  let t0 = performance.now();
+  execFileSync("tar", ["-C", workspace, "-cf", archive, "."]);
+  execFileSync("tar", ["-C", restored, "-xpf", archive]);
+  floorSnapshots.push(performance.now() - t0);
+  rmSync(restored, { recursive: true, force: true });
+  rmSync(archive, { force: true });
+
+  t0 = performance.now();
+  const paused = await api(`/sandboxes/${running.id}/pause`, { method: "POST" });
+  if (!paused.ok) throw new Error(`pause failed: ${await paused.text()}`);
+  await api(`/sandboxes/${running.id}/resume`, { method: "POST" });
+  await untilStatus(running.id, "RUNNING");
+  apiSnapshots.push(performance.now() - t0);
+}
+const check = execFileSync("du", ["-sb", workspace]).toString().split("\t")[0];
+
+worker.stop();
+await host.close();
+rmSync(scratch, { recursive: true, force: true });
+
+// Report -------------------------------------------------------------------------------------
+const startFloor = percentile(floorStarts, 50);
+const startApi = percentile(apiStarts, 50);
+const execFloor = percentile(directExec, 50);
+const execApi = percentile(proxiedExec, 50);
+const snapFloor = percentile(floorSnapshots, 50);
+const snapApi = percentile(apiSnapshots, 50);
+const verdict = (ratio: number, target: number) =>
+  `${ratio.toFixed(2)}× (target ≤ ${target}×: ${ratio <= target ? "met" : "NOT met"})`;
+const report = `# Sandbox benchmarks (local backend)
+
+Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandboxes\`.
+
+| measure | floor (same run) | through the platform | ratio |
+|---|---|---|---|
+| start → RUNNING, median of ${START_RUNS} | spawn runtime + /health: ${ms(startFloor)} | POST /sandboxes → RUNNING: ${ms(startApi)} | ${verdict(startApi / startFloor, 1.5)} |
+| trivial command (\`true\`), p50 of ${EXEC_RUNS} | straight to the runtime: ${ms(execFloor)} (p99 ${ms(percentile(directExec, 99))}) | via the API proxy: ${ms(execApi)} (p99 ${ms(percentile(proxiedExec, 99))}) | ${verdict(execApi / execFloor, 2)} |
+| pause + resume, ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary), median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
+
+Workspace after the last resume: ${check} bytes on disk.
+`;
+writeFileSync(join(ROOT, "bench", "results", "sandboxes.md"), report);
+console.log(report);
