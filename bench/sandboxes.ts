@@ -93,7 +93,6 @@ for (let i = 0; i < START_RUNS; i++) {
 // 2. A trivial command ---------------------------------------------------------------------
 const sandbox = (await (await api("/sandboxes?sandbox_spec_id=slim", { method: "POST" })).json()) as Info;
 const running = await untilStatus(sandbox.id, "RUNNING");
-const runtimeUrl = ((await (await fetch(`${host.url}/sandboxes/${sandbox.id}`)).json()) as { url: string }).url;
 const execBody = JSON.stringify({ argv: ["true"] });
 
 async function timeCalls(url: string, headers: Record<string, string>): Promise<number[]> {
@@ -125,7 +124,16 @@ const floorPort = await new Promise<string>((resolve) => {
     if (match?.[1]) resolve(match[1]);
   });
 });
-void runtimeUrl;
+async function timeHealth(): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < EXEC_RUNS + 20; i++) {
+    const t0 = performance.now();
+    await (await fetch(`${worker.url}/health`)).text();
+    if (i >= 20) times.push(performance.now() - t0);
+  }
+  return times;
+}
+const bareWorker = await timeHealth();
 const directExec = await timeCalls(`http://127.0.0.1:${floorPort}/exec`, { Authorization: `Bearer ${TOKEN}` });
 const proxiedExec = await timeCalls(`${worker.url}/api/v1/sandboxes/${running.id}/runtime/exec`, {
   "X-Session-API-Key": running.session_api_key ?? "",
@@ -196,6 +204,11 @@ Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandbox
 | start → RUNNING, median of ${START_RUNS} | spawn runtime + /health: ${ms(startFloor)} | POST /sandboxes → RUNNING: ${ms(startApi)} | ${verdict(startApi / startFloor, 1.5)} |
 | trivial command (\`true\`), p50 of ${EXEC_RUNS} | straight to the runtime: ${ms(execFloor)} (p99 ${ms(percentile(directExec, 99))}) | via the API proxy: ${ms(execApi)} (p99 ${ms(percentile(proxiedExec, 99))}) | ${verdict(execApi / execFloor, 2)} |
 | pause + resume, ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary), median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
+
+Context for the proxy row: a bare \`GET /health\` of the same Worker through the same local dev
+server (\`wrangler dev\`) takes ${ms(percentile(bareWorker, 50))} p50 (p99 ${ms(percentile(bareWorker, 99))}) on this
+machine, so the proxy's own cost above the dev server and the runtime is about
+${ms(execApi - percentile(bareWorker, 50) - execFloor)} per call.
 
 Workspace after the last resume: ${check} bytes on disk.
 `;
