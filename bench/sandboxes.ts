@@ -5,7 +5,7 @@
  *   3. pause + resume of a 50 MB mixed workspace  vs  tar of the same directory out and back
  * Run: npm run bench:sandboxes   (writes bench/results/sandboxes.md)
  */
-import { execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -50,9 +50,8 @@ async function untilStatus(id: string, status: string): Promise<Info> {
 }
 
 // 1. Start to RUNNING ------------------------------------------------------------------------
-async function floorStart(): Promise<number> {
-  const dir = mkdtempSync(join(scratch, "floor-"));
-  const t0 = performance.now();
+/** A runtime started straight from Node, the way the host does it, with a known token. */
+async function spawnFloorRuntime(dir: string): Promise<{ port: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
     env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: TOKEN, WORKDIR: dir, HOST: "127.0.0.1", PORT: "0" },
     stdio: ["ignore", "pipe", "ignore"],
@@ -65,6 +64,13 @@ async function floorStart(): Promise<number> {
       if (match?.[1]) resolve(match[1]);
     });
   });
+  return { port, child };
+}
+
+async function floorStart(): Promise<number> {
+  const dir = mkdtempSync(join(scratch, "floor-"));
+  const t0 = performance.now();
+  const { port, child } = await spawnFloorRuntime(dir);
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, 10_000, 2);
   const elapsed = performance.now() - t0;
   child.kill("SIGKILL");
@@ -109,21 +115,10 @@ async function timeCalls(url: string, headers: Record<string, string>): Promise<
   }
   return times;
 }
-// The runtime's own token is what the platform holds; the bench reads it nowhere, so the floor
-// uses a second runtime started with a known token in the same way.
+// The platform keeps the runtime's token to itself, so the floor is a second runtime started the
+// same way with a known token.
 const floorDir = mkdtempSync(join(scratch, "exec-floor-"));
-const floorChild = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
-  env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: TOKEN, WORKDIR: floorDir, HOST: "127.0.0.1", PORT: "0" },
-  stdio: ["ignore", "pipe", "ignore"],
-});
-const floorPort = await new Promise<string>((resolve) => {
-  let out = "";
-  floorChild.stdout?.on("data", (chunk: Buffer) => {
-    out += chunk.toString();
-    const match = /port=(\d+)/.exec(out);
-    if (match?.[1]) resolve(match[1]);
-  });
-});
+const { port: floorPort, child: floorChild } = await spawnFloorRuntime(floorDir);
 async function timeHealth(): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < EXEC_RUNS + 20; i++) {
