@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { chmod, lstat, mkdir, readdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { RuntimeError, readBody, sendJson } from "./http-util.ts";
+import { RuntimeError, readBody } from "./http-util.ts";
 
 export const MAX_FILE_BYTES = 64 * 1024 * 1024;
 
@@ -106,8 +106,4 @@ export async function deletePath(path: string, recursive: boolean): Promise<void
       throw new RuntimeError(409, "DIRECTORY_NOT_EMPTY", `Directory not empty (pass recursive=true): ${path}`);
   }
   await rm(path, { recursive: true, force: true });
-}
-
-export function sendStat(res: ServerResponse, value: unknown): void {
-  sendJson(res, 200, value);
 }

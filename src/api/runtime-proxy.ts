@@ -6,6 +6,13 @@ import type { AppEnv } from "./app-env";
 import { ErrorSchema } from "./schemas/common";
 import { SandboxIdSchema } from "./schemas/sandboxes";
 
+/** Paths the runtime proxy serves: they carry the runtime's own bodies and credentials. */
+const RUNTIME_PROXY_PATH = /^\/api\/v1\/sandboxes\/[^/]+\/runtime\//;
+
+export function isRuntimeProxyPath(path: string): boolean {
+  return RUNTIME_PROXY_PATH.test(path);
+}
+
 /**
  * `/api/v1/sandboxes/{sandbox_id}/runtime/...`: the sandbox's `AGENT_SERVER` URL. Everything
  * after `/runtime` is the runtime's own API (container/README.md), streamed both ways.

@@ -11,6 +11,7 @@ import {
 } from "../services/sandbox-service";
 import { newRouter } from "./app-env";
 import { requireUser } from "./middleware/auth";
+import { isRuntimeProxyPath } from "./runtime-proxy";
 import { batchIdsSchema, errorResponses, jsonContent, PageQuerySchema, pageSchema, SuccessSchema } from "./schemas/common";
 import { SandboxIdSchema, SandboxInfoSchema, StartSandboxRequestSchema, StatusFilterSchema } from "./schemas/sandboxes";
 
@@ -94,7 +95,7 @@ const remove = createRoute({
 const router = newRouter();
 router.use("*", async (c, next) => {
   // The runtime proxy authenticates with the sandbox's session key instead (see app.ts).
-  if (/\/runtime(\/|$)/.test(c.req.path)) return next();
+  if (isRuntimeProxyPath(c.req.path)) return next();
   return requireUser()(c, next);
 });
 

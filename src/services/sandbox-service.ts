@@ -2,6 +2,7 @@ import type { AppConfig } from "../config";
 import { LOCAL_USER_ID } from "../config";
 import type { SandboxRecord, SandboxStatus } from "../durable-objects/sandbox-do";
 import { ApiError } from "../errors";
+import { RUNTIME_PORT } from "../sandbox/backend";
 import { isApiKeyShaped, presentedKey, resolveApiKey } from "./api-key-service";
 import { newHexId, nowIso } from "./ids";
 import { decodeCursor, encodeCursor, type Page } from "./paging";
@@ -51,7 +52,7 @@ export function toSandboxInfo(record: SandboxRecord, origin: string): SandboxInf
     session_api_key: running ? record.session_api_key : null,
     exposed_urls: running
       ? [
-          { name: "AGENT_SERVER", url: base, port: 8080 },
+          { name: "AGENT_SERVER", url: base, port: RUNTIME_PORT },
           { name: "WORKER_1", url: `${base}/proxy/${APP_PORTS.WORKER_1}`, port: APP_PORTS.WORKER_1 },
           { name: "WORKER_2", url: `${base}/proxy/${APP_PORTS.WORKER_2}`, port: APP_PORTS.WORKER_2 },
         ]

@@ -284,3 +284,10 @@ describe("DELETE /api/v1/sandboxes/{sandbox_id}", () => {
     expect(await json(await call("/api/v1/sandboxes/count", { key: user.key }))).toBe(0);
   });
 });
+
+describe("authentication on sandbox routes", () => {
+  it("is required even for an id that looks like a proxy path segment", async () => {
+    await expectError(await call("/api/v1/sandboxes/runtime", { method: "DELETE" }), 401, "AUTH_REQUIRED");
+    await expectError(await call("/api/v1/sandboxes/runtime/pause", { method: "POST" }), 401, "AUTH_REQUIRED");
+  });
+});

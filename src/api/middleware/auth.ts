@@ -3,14 +3,12 @@ import { LOCAL_USER_ID } from "../../config";
 import { ApiError } from "../../errors";
 import { presentedKey, resolveApiKey } from "../../services/api-key-service";
 import { sameSecret } from "../../services/ids";
-import { ensureLocalUser } from "../../services/user-service";
 import type { AppEnv } from "../app-env";
 
 /** Sets `userId` to the caller, or answers 401. In single-user mode everyone is the local user. */
 export function requireUser(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     if (c.var.config.authMode === "single-user") {
-      await ensureLocalUser(c.env);
       c.set("userId", LOCAL_USER_ID);
       return next();
     }

@@ -2,11 +2,10 @@ import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { ApiError } from "../../errors";
 import type { AppEnv } from "../app-env";
+import { isRuntimeProxyPath } from "../runtime-proxy";
 
 const JSON_MEDIA_TYPE = /^application\/([\w.-]+\+)?json$/i;
 const METHODS_WITH_BODY = new Set(["POST", "PUT", "PATCH", "DELETE"]);
-/** The runtime proxy carries the runtime's own bodies (files, archives) and its own limits. */
-const RUNTIME_PROXY_PATH = /^\/api\/v1\/sandboxes\/[^/]+\/runtime(\/|$)/;
 
 function hasBody(request: Request): boolean {
   const length = request.headers.get("Content-Length");
@@ -17,11 +16,12 @@ function hasBody(request: Request): boolean {
 /**
  * The API takes JSON bodies only (415 otherwise) of at most `MAX_BODY_BYTES` (413 otherwise,
  * checked on the declared length and again while the body streams in). A request without a
- * body needs no content type.
+ * body needs no content type. The runtime proxy is exempt: it carries the runtime's own bodies
+ * (files, archives) under the runtime's own limits.
  */
 export function jsonBodyGuard(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    if (!METHODS_WITH_BODY.has(c.req.method) || RUNTIME_PROXY_PATH.test(c.req.path) || !hasBody(c.req.raw)) return next();
+    if (!METHODS_WITH_BODY.has(c.req.method) || isRuntimeProxyPath(c.req.path) || !hasBody(c.req.raw)) return next();
     const mediaType = (c.req.header("Content-Type") ?? "").split(";")[0]?.trim() ?? "";
     if (!JSON_MEDIA_TYPE.test(mediaType)) {
       throw new ApiError(
