@@ -14,6 +14,10 @@ export default defineConfig({
           LLM_API_KEY: "",
           LOCAL_SANDBOX_HOST_URL: inject("sandboxHostUrl"),
           SANDBOX_START_TIMEOUT_SECONDS: "20",
+          PROVIDER_TOKEN_KEY: "test-provider-token-key-0123456789",
+          GITHUB_BASE_URL: inject("gitServerUrl"),
+          GITLAB_BASE_URL: inject("gitServerUrl"),
+          TEST_GIT_TOKEN: inject("gitToken"),
         },
         durableObjects: {
           STANDIN_CONTAINER_SANDBOX: { className: "StandInContainerSandboxDO", useSQLite: true },

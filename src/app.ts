@@ -3,6 +3,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { adminRouter } from "./api/admin";
+import { appConversationsRouter } from "./api/app-conversations";
 import { type AppEnv, newRouter } from "./api/app-env";
 import { RouteTable } from "./api/method-not-allowed";
 import { jsonBodyGuard } from "./api/middleware/body-guard";
@@ -49,6 +50,7 @@ export function createApp() {
   const api = newRouter();
   api.route("/sandbox-specs", sandboxSpecsRouter);
   api.route("/sandboxes", sandboxesRouter);
+  api.route("/app-conversations", appConversationsRouter);
   api.all("/sandboxes/:sandbox_id/runtime/*", runtimeProxy);
   api.route("/", usersRouter);
   api.route("/admin", adminRouter);

@@ -4,12 +4,20 @@
  */
 export type AuthMode = "api-key" | "single-user";
 
+export type GitProvider = "github" | "gitlab" | "bitbucket";
+
 export interface AppConfig {
   authMode: AuthMode;
   maxBodyBytes: number;
   maxRunningSandboxes: number;
   sandboxIdleTimeoutSeconds: number;
   sandboxStartTimeoutSeconds: number;
+  gitCloneTimeoutSeconds: number;
+  setupScriptTimeoutSeconds: number;
+  /** Where each git provider's repositories are cloned from (`{base}/{owner}/{repo}.git`). */
+  gitBaseUrls: Record<GitProvider, string>;
+  /** The model for conversations that do not name one; empty when none is configured. */
+  llmModel: string;
 }
 
 /** The id of the one user of single-user (local development) mode. */
@@ -27,6 +35,13 @@ function positiveNumber(raw: string | undefined, fallback: number): number {
   return Number.isFinite(value) && value > 0 ? value : fallback;
 }
 
+/** An http(s) base URL without a trailing slash; anything else falls back to the default. */
+function baseUrl(raw: string | undefined, fallback: string): string {
+  const value = raw?.trim() ?? "";
+  if (!/^https?:\/\/[^\s]+$/.test(value)) return fallback;
+  return value.replace(/\/+$/, "");
+}
+
 export function readConfig(env: Env): AppConfig {
   return {
     // Anything but the explicit local value means keys are required: a typo never opens the API.
@@ -35,5 +50,13 @@ export function readConfig(env: Env): AppConfig {
     maxRunningSandboxes: positiveInt(env.MAX_RUNNING_SANDBOXES, 5),
     sandboxIdleTimeoutSeconds: positiveNumber(env.SANDBOX_IDLE_TIMEOUT_SECONDS, 1800),
     sandboxStartTimeoutSeconds: positiveNumber(env.SANDBOX_START_TIMEOUT_SECONDS, 120),
+    gitCloneTimeoutSeconds: positiveNumber(env.GIT_CLONE_TIMEOUT_SECONDS, 600),
+    setupScriptTimeoutSeconds: positiveNumber(env.SETUP_SCRIPT_TIMEOUT_SECONDS, 600),
+    gitBaseUrls: {
+      github: baseUrl(env.GITHUB_BASE_URL, "https://github.com"),
+      gitlab: baseUrl(env.GITLAB_BASE_URL, "https://gitlab.com"),
+      bitbucket: baseUrl(env.BITBUCKET_BASE_URL, "https://bitbucket.org"),
+    },
+    llmModel: env.LLM_MODEL?.trim() ?? "",
   };
 }

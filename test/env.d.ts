@@ -4,6 +4,8 @@ declare global {
   namespace Cloudflare {
     interface Env {
       STANDIN_CONTAINER_SANDBOX: DurableObjectNamespace<StandInContainerSandboxDO>;
+      /** The token the test git server accepts (test/node/git-server.ts). */
+      TEST_GIT_TOKEN: string;
     }
   }
 }

@@ -1,7 +1,328 @@
 import { DurableObject } from "cloudflare:workers";
+import { readConfig } from "../config";
+import { describeStartFailure, runStartStep, STEP_WORDS, type StepOutcome } from "../conversation/start-steps";
+import type {
+  ConversationEvent,
+  ConversationRecord,
+  EventSource,
+  StartPlan,
+  StartTaskRecord,
+  StartTaskStatus,
+} from "../conversation/types";
+import { newHexId } from "../services/ids";
+import { applyMigrations } from "./migrations";
+
+const MIGRATIONS = [
+  `CREATE TABLE start_task (
+     id TEXT PRIMARY KEY,
+     user_id TEXT NOT NULL,
+     status TEXT NOT NULL,
+     detail TEXT,
+     sandbox_id TEXT,
+     app_conversation_id TEXT,
+     plan_json TEXT NOT NULL,
+     progress_json TEXT NOT NULL DEFAULT '{}',
+     deadline INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE TABLE conversation (
+     id TEXT PRIMARY KEY,
+     record_json TEXT NOT NULL
+   );
+   CREATE TABLE events (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     id TEXT NOT NULL UNIQUE,
+     timestamp TEXT NOT NULL,
+     source TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     event_json TEXT NOT NULL
+   );
+   CREATE INDEX events_by_kind ON events (kind, seq);`,
+];
+
+type TaskRow = {
+  id: string;
+  user_id: string;
+  status: StartTaskStatus;
+  detail: string | null;
+  sandbox_id: string | null;
+  app_conversation_id: string | null;
+  plan_json: string;
+  progress_json: string;
+  deadline: number;
+  created_at: string;
+  updated_at: string;
+};
+
+/** What the start has done so far, kept between steps (a step driven again reads it). */
+export interface StartProgress {
+  workspace_dir?: string;
+  branch?: string | null;
+  setup_script?: { command: string; output: string; exit_code: number | null; timed_out: boolean } | null;
+  hook_installed?: boolean;
+}
+
+const FINAL: readonly StartTaskStatus[] = ["READY", "ERROR"];
+/** While a start is under way the alarm wakes this often to take over a drive lost to eviction. */
+const WATCHDOG_MS = 2_000;
 
 /**
- * One object per conversation: metadata, start task, event log and agent loop arrive with the
- * conversation and agent issues.
+ * One object per conversation. It holds the conversation's start task (and drives the start),
+ * the conversation's metadata once the start creates it, and its event log.
+ *
+ * The start is a chain of steps, each recorded before the next begins. The drive runs in the
+ * background; the alarm is its watchdog: an object evicted mid-start is woken, drives again from
+ * the step it was in (every step can run twice safely), and a start past its deadline ends in
+ * ERROR. A start never stays in a non-final status.
  */
-export class ConversationDO extends DurableObject<Env> {}
+export class ConversationDO extends DurableObject<Env> {
+  private driving = false;
+  private readonly watchers = new Set<(task: StartTaskRecord) => void>();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.blockConcurrencyWhile(async () => applyMigrations(ctx.storage, MIGRATIONS));
+  }
+
+  private taskRow(): TaskRow | null {
+    return this.ctx.storage.sql.exec<TaskRow>("SELECT * FROM start_task").toArray()[0] ?? null;
+  }
+
+  private toTask(row: TaskRow): StartTaskRecord {
+    const plan = JSON.parse(row.plan_json) as StartPlan;
+    return {
+      id: row.id,
+      created_by_user_id: row.user_id,
+      status: row.status,
+      detail: row.detail,
+      app_conversation_id: row.app_conversation_id,
+      sandbox_id: row.sandbox_id,
+      request: plan.request,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    };
+  }
+
+  // ---- RPC surface -------------------------------------------------------------------------
+
+  /** Records the start task (WORKING) and drives it in the background. Idempotent. */
+  async start(plan: StartPlan, timeoutMs: number): Promise<StartTaskRecord> {
+    const { task, created } = this.recordTask(plan, timeoutMs);
+    if (created) await this.beginDrive();
+    return task;
+  }
+
+  /**
+   * Starts like `start`, and answers NDJSON: the task's snapshot now and at every status change,
+   * ending after READY or ERROR.
+   */
+  async startAndWatch(plan: StartPlan, timeoutMs: number): Promise<ReadableStream<Uint8Array>> {
+    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+    const writer = writable.getWriter();
+    const encoder = new TextEncoder();
+    const send = (task: StartTaskRecord) => {
+      writer.write(encoder.encode(`${JSON.stringify(task)}\n`)).catch(() => this.watchers.delete(send));
+      if (FINAL.includes(task.status)) {
+        this.watchers.delete(send);
+        writer.close().catch(() => undefined);
+      }
+    };
+    const { task, created } = this.recordTask(plan, timeoutMs);
+    // The first snapshot is sent and the watcher added before the drive can move the task.
+    send(task);
+    if (!FINAL.includes(task.status)) this.watchers.add(send);
+    if (created) await this.beginDrive();
+    return readable;
+  }
+
+  private recordTask(plan: StartPlan, timeoutMs: number): { task: StartTaskRecord; created: boolean } {
+    const existing = this.taskRow();
+    if (existing !== null) return { task: this.toTask(existing), created: false };
+    this.ctx.storage.sql.exec(
+      `INSERT INTO start_task (id, user_id, status, plan_json, deadline, created_at, updated_at)
+       VALUES (?, ?, 'WORKING', ?, ?, ?, ?)`,
+      plan.task_id,
+      plan.user_id,
+      JSON.stringify(plan),
+      Date.now() + timeoutMs,
+      plan.created_at,
+      plan.created_at,
+    );
+    return { task: this.toTask(this.taskRow() as TaskRow), created: true };
+  }
+
+  private async beginDrive(): Promise<void> {
+    await this.ctx.storage.setAlarm(Date.now() + WATCHDOG_MS);
+    this.ctx.waitUntil(this.drive());
+  }
+
+  getStartTask(): StartTaskRecord | null {
+    const row = this.taskRow();
+    return row === null ? null : this.toTask(row);
+  }
+
+  getConversation(): ConversationRecord | null {
+    const row = this.ctx.storage.sql.exec<{ record_json: string }>("SELECT record_json FROM conversation").toArray()[0];
+    return row === undefined ? null : (JSON.parse(row.record_json) as ConversationRecord);
+  }
+
+  /** Renames the conversation; null when there is none. */
+  rename(title: string): ConversationRecord | null {
+    const record = this.getConversation();
+    if (record === null) return null;
+    const updated: ConversationRecord = { ...record, title, updated_at: new Date().toISOString() };
+    this.ctx.storage.sql.exec("UPDATE conversation SET record_json = ?", JSON.stringify(updated));
+    return updated;
+  }
+
+  /** Forgets the conversation, its start task and its events. */
+  async destroy(): Promise<void> {
+    this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec("DELETE FROM conversation");
+      this.ctx.storage.sql.exec("DELETE FROM start_task");
+      this.ctx.storage.sql.exec("DELETE FROM events");
+    });
+    await this.ctx.storage.deleteAlarm();
+  }
+
+  /** The event log, oldest first (the event routes arrive with the agent). */
+  listEvents(): ConversationEvent[] {
+    return this.ctx.storage.sql
+      .exec<{ event_json: string }>("SELECT event_json FROM events ORDER BY seq")
+      .toArray()
+      .map((row) => JSON.parse(row.event_json) as ConversationEvent);
+  }
+
+  override async alarm(): Promise<void> {
+    const row = this.taskRow();
+    if (row === null || FINAL.includes(row.status)) return;
+    if (Date.now() >= row.deadline) {
+      const minutes = Math.round((row.deadline - Date.parse(row.created_at)) / 60_000);
+      this.finish(row.status, "ERROR", {
+        detail: `The start did not finish within ${minutes} minute(s); it stopped while ${STEP_WORDS[row.status]}. Start the conversation again.`,
+      });
+      return;
+    }
+    if (!this.driving) this.ctx.waitUntil(this.drive());
+    await this.ctx.storage.setAlarm(Math.min(row.deadline, Date.now() + WATCHDOG_MS));
+  }
+
+  // ---- the start -----------------------------------------------------------------------------
+
+  /** Runs the steps from the current one until READY or ERROR. One drive per instance at a time. */
+  private async drive(): Promise<void> {
+    if (this.driving) return;
+    this.driving = true;
+    const config = readConfig(this.env);
+    try {
+      for (;;) {
+        const row = this.taskRow();
+        if (row === null || FINAL.includes(row.status) || Date.now() >= row.deadline) return;
+        const plan = JSON.parse(row.plan_json) as StartPlan;
+        const progress = JSON.parse(row.progress_json) as StartProgress;
+        let outcome: StepOutcome;
+        try {
+          outcome = await runStartStep(this.env, config, row.status, plan, progress, row.sandbox_id, {
+            taskCreatedAt: row.created_at,
+            setSandbox: (id) => this.setSandbox(row.status, id),
+            createConversation: (record) => this.createConversation(plan, record, progress),
+          });
+        } catch (error) {
+          const detail = describeStartFailure(row.status, error);
+          if (!detail.expected) {
+            console.error(
+              JSON.stringify({
+                level: "error",
+                msg: "start step failed",
+                task_id: row.id,
+                status: row.status,
+                error: detail.logged,
+              }),
+            );
+          }
+          this.finish(row.status, "ERROR", { detail: detail.detail });
+          return;
+        }
+        if (
+          !this.finish(row.status, outcome.next, {
+            progress: { ...progress, ...outcome.progress },
+            appConversationId: outcome.appConversationId,
+          })
+        )
+          return;
+      }
+    } finally {
+      this.driving = false;
+    }
+  }
+
+  private setSandbox(from: StartTaskStatus, sandboxId: string): void {
+    this.ctx.storage.sql.exec("UPDATE start_task SET sandbox_id = ? WHERE status = ?", sandboxId, from);
+  }
+
+  /**
+   * Moves the task from `from` to `to`; false when it is no longer in `from` (a watchdog or a
+   * second drive moved it). Each move is one snapshot for watchers.
+   */
+  private finish(
+    from: StartTaskStatus,
+    to: StartTaskStatus,
+    change: { detail?: string; progress?: StartProgress; appConversationId?: string | undefined },
+  ): boolean {
+    const now = new Date().toISOString();
+    const result = this.ctx.storage.sql.exec(
+      `UPDATE start_task SET status = ?, detail = ?, updated_at = ?,
+         progress_json = COALESCE(?, progress_json), app_conversation_id = COALESCE(?, app_conversation_id)
+       WHERE status = ?`,
+      to,
+      change.detail ?? null,
+      now,
+      change.progress === undefined ? null : JSON.stringify(change.progress),
+      change.appConversationId ?? null,
+      from,
+    );
+    if (result.rowsWritten === 0) return false;
+    const task = this.toTask(this.taskRow() as TaskRow);
+    for (const watcher of [...this.watchers]) watcher(task);
+    if (FINAL.includes(to)) this.ctx.waitUntil(this.ctx.storage.deleteAlarm());
+    return true;
+  }
+
+  /** Writes the conversation and its first events, once (a second call finds it written). */
+  private createConversation(plan: StartPlan, record: ConversationRecord, progress: StartProgress): ConversationRecord {
+    const existing = this.getConversation();
+    if (existing !== null) return existing;
+    this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec("INSERT INTO conversation (id, record_json) VALUES (?, ?)", record.id, JSON.stringify(record));
+      const setup = progress.setup_script;
+      if (setup) {
+        this.appendEvent("environment", "ObservationEvent", {
+          tool_name: "terminal",
+          tool_call_id: null,
+          action_id: null,
+          observation: { kind: "SetupScriptObservation", ...setup },
+        });
+      }
+      if (plan.initial_message !== null) {
+        this.appendEvent("user", "MessageEvent", {
+          llm_message: { role: plan.initial_message.role, content: plan.initial_message.content },
+        });
+      }
+    });
+    return record;
+  }
+
+  private appendEvent(source: EventSource, kind: string, fields: Record<string, unknown>): ConversationEvent {
+    const event: ConversationEvent = { id: newHexId(), timestamp: new Date().toISOString(), source, kind, ...fields };
+    this.ctx.storage.sql.exec(
+      "INSERT INTO events (id, timestamp, source, kind, event_json) VALUES (?, ?, ?, ?, ?)",
+      event.id,
+      event.timestamp,
+      source,
+      kind,
+      JSON.stringify(event),
+    );
+    return event;
+  }
+}

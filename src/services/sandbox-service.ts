@@ -89,9 +89,9 @@ export async function startSandbox(
   config: AppConfig,
   userId: string,
   specId: string | undefined,
+  id: string = newHexId(),
 ): Promise<SandboxRecord> {
   const spec = specId === undefined ? defaultSandboxSpec() : requireSandboxSpec(specId);
-  const id = newHexId();
   const account = accountOf(env, userId);
   const admission = await account.admitSandbox(id, nowIso(), config.maxRunningSandboxes);
   if (!admission.admitted) throw limitReached(config);

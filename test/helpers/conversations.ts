@@ -1,0 +1,101 @@
+import { env } from "cloudflare:test";
+import { expect } from "vitest";
+import { call, json } from "./api";
+
+export const GIT_TOKEN = env.TEST_GIT_TOKEN;
+
+export interface StartTask {
+  id: string;
+  created_by_user_id: string;
+  status: string;
+  detail: string | null;
+  app_conversation_id: string | null;
+  sandbox_id: string | null;
+  agent_server_url: string | null;
+  request: Record<string, unknown>;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface AppConversation {
+  id: string;
+  created_by_user_id: string;
+  sandbox_id: string;
+  selected_repository: string | null;
+  selected_branch: string | null;
+  git_provider: string | null;
+  title: string;
+  trigger: string | null;
+  pr_number: number[];
+  llm_model: string | null;
+  metrics: { accumulated_cost: number; accumulated_token_usage: Record<string, number> };
+  parent_conversation_id: string | null;
+  sub_conversation_ids: string[];
+  created_at: string;
+  updated_at: string;
+  sandbox_status: string;
+  execution_status: string;
+  conversation_url: string;
+  session_api_key: string | null;
+}
+
+export async function storeToken(key: string, token = GIT_TOKEN, provider = "github"): Promise<void> {
+  const response = await call(`/api/v1/users/me/provider-tokens/${provider}`, { method: "PUT", key, body: { token } });
+  expect(response.status).toBe(200);
+}
+
+export async function startConversation(key: string, body: Record<string, unknown> = {}): Promise<StartTask> {
+  const response = await call("/api/v1/app-conversations", { method: "POST", key, body });
+  expect(response.status).toBe(200);
+  return json<StartTask>(response);
+}
+
+export async function getTask(key: string, id: string): Promise<StartTask | null> {
+  const response = await call(`/api/v1/app-conversations/start-tasks?ids=${id}`, { key });
+  expect(response.status).toBe(200);
+  const [task] = await json<(StartTask | null)[]>(response);
+  return task ?? null;
+}
+
+/** Polls the start task until READY or ERROR. */
+export async function finishedTask(key: string, id: string, timeoutMs = 40_000): Promise<StartTask> {
+  const deadline = Date.now() + timeoutMs;
+  let last: StartTask | null = null;
+  while (Date.now() < deadline) {
+    last = await getTask(key, id);
+    if (last?.status === "READY" || last?.status === "ERROR") return last;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`start task ${id} did not finish: ${JSON.stringify(last)}`);
+}
+
+/** Starts a conversation, expects READY, and answers the conversation. */
+export async function readyConversation(key: string, body: Record<string, unknown> = {}): Promise<AppConversation> {
+  const task = await finishedTask(key, (await startConversation(key, body)).id);
+  expect(task, task.detail ?? "").toMatchObject({ status: "READY" });
+  return getConversation(key, task.app_conversation_id ?? "");
+}
+
+export async function getConversation(key: string, id: string): Promise<AppConversation> {
+  const response = await call(`/api/v1/app-conversations/${id}`, { key });
+  expect(response.status).toBe(200);
+  return json<AppConversation>(response);
+}
+
+export interface ExecResult {
+  exit_code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a shell command in the sandbox through the runtime proxy, as its owner. */
+export async function sandboxShell(key: string, sandboxId: string, command: string, cwd = "."): Promise<ExecResult> {
+  const response = await call(`/api/v1/sandboxes/${sandboxId}/runtime/exec`, { method: "POST", key, body: { command, cwd } });
+  expect(response.status).toBe(200);
+  return json<ExecResult>(response);
+}
+
+/** The conversation's event log, read from its object (the event routes arrive with the agent). */
+export async function conversationEvents(id: string): Promise<Record<string, unknown>[]> {
+  return (await env.CONVERSATION.getByName(id).listEvents()) as Record<string, unknown>[];
+}
