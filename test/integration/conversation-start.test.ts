@@ -1,15 +1,19 @@
+import { evictAllDurableObjects } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { call, createUser, json } from "../helpers/api";
 import {
   conversationEvents,
   finishedTask,
   GIT_TOKEN,
+  getConversation,
+  getTask,
   readyConversation,
   type StartTask,
   sandboxShell,
   startConversation,
   storeToken,
 } from "../helpers/conversations";
+import { getSandbox, runningSandbox, startSandbox } from "../helpers/sandboxes";
 
 function base64(text: string): string {
   return btoa(text);
@@ -131,5 +135,72 @@ describe("starting a conversation with a repository", () => {
       await call(`/api/v1/app-conversations/${ready.app_conversation_id}`, { key: user.key }),
     );
     expect(conversation.git_provider).toBe("gitlab");
+  });
+});
+
+describe("starting a conversation in a sandbox", () => {
+  it("without a repository, makes the working directory a git repository", async () => {
+    const user = await createUser();
+    const conversation = await readyConversation(user.key, { title: "Scratch work" });
+    expect(conversation).toMatchObject({ title: "Scratch work", selected_repository: null, git_provider: null });
+    const status = await sandboxShell(user.key, conversation.sandbox_id, "git rev-parse --is-inside-work-tree");
+    expect(status.stdout).toBe("true\n");
+  });
+
+  it("resumes a PAUSED sandbox_id and reaches READY in it, with the workspace kept", async () => {
+    const user = await createUser();
+    const sandbox = await runningSandbox(user.key);
+    await sandboxShell(user.key, sandbox.id, "echo kept > notes.txt");
+    expect((await call(`/api/v1/sandboxes/${sandbox.id}/pause`, { method: "POST", key: user.key })).status).toBe(200);
+    expect((await getSandbox(user.key, sandbox.id))?.status).toBe("PAUSED");
+    const conversation = await readyConversation(user.key, { sandbox_id: sandbox.id });
+    expect(conversation).toMatchObject({ sandbox_id: sandbox.id, sandbox_status: "RUNNING" });
+    expect((await sandboxShell(user.key, sandbox.id, "cat notes.txt")).stdout).toBe("kept\n");
+  });
+
+  it("ends in ERROR with the limit's reason when the user is at the sandbox limit", async () => {
+    const user = await createUser();
+    for (let i = 0; i < 5; i++) expect((await startSandbox(user.key)).status).toBe(200);
+    const task = await finishedTask(user.key, (await startConversation(user.key)).id);
+    expect(task.status).toBe("ERROR");
+    expect(task.detail).toMatch(/already have 5 sandboxes running or starting/);
+    expect(await json<number>(await call("/api/v1/sandboxes/count", { key: user.key }))).toBe(5);
+  });
+
+  it("resumes after the object is evicted mid-start and still reaches READY", async () => {
+    const user = await createUser();
+    await storeToken(user.key);
+    const started = await startConversation(user.key, { selected_repository: "acme/slow" });
+    const deadline = Date.now() + 20_000;
+    while ((await getTask(user.key, started.id))?.status !== "RUNNING_SETUP_SCRIPT" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await evictAllDurableObjects();
+    const task = await finishedTask(user.key, started.id);
+    expect(task, task.detail ?? "").toMatchObject({ status: "READY" });
+    const conversation = await getConversation(user.key, task.app_conversation_id ?? "");
+    expect((await sandboxShell(user.key, conversation.sandbox_id, "cat .setup-runs", "slow")).stdout).toMatch(/^(run\n)+$/);
+  });
+});
+
+describe("a child conversation", () => {
+  it("inherits its parent's sandbox, repository and branch, and is listed by the parent", async () => {
+    const user = await createUser();
+    await storeToken(user.key);
+    const parent = await readyConversation(user.key, { selected_repository: "acme/widgets", selected_branch: "feature/login" });
+    const child = await readyConversation(user.key, {
+      parent_conversation_id: parent.id,
+      initial_message: { content: [{ type: "text", text: "Review the login page" }] },
+    });
+    expect(child).toMatchObject({
+      parent_conversation_id: parent.id,
+      sandbox_id: parent.sandbox_id,
+      selected_repository: "acme/widgets",
+      selected_branch: "feature/login",
+      git_provider: "github",
+    });
+    expect((await getConversation(user.key, parent.id)).sub_conversation_ids).toEqual([child.id]);
+    // The working copy was reused, not cloned again: the parent's setup marker is still the only one.
+    expect((await sandboxShell(user.key, parent.sandbox_id, "ls -d .*widgets* widgets")).stdout).toBe("widgets\n");
   });
 });

@@ -28,6 +28,9 @@ const REPOSITORIES: Record<string, Record<string, Tree>> = {
     },
     "feature/login": { "LOGIN.md": "login feature\n" },
   },
+  "acme/slow": {
+    main: { ".openhands/setup.sh": "#!/bin/bash\necho run >> .setup-runs\nsleep 3\necho slow setup finished\n" },
+  },
   "acme/plain": {
     main: { "README.md": "# plain\n" },
   },
