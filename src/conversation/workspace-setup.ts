@@ -87,7 +87,8 @@ async function currentBranch(runtime: RuntimeClient, dir: string): Promise<strin
 
 /** No repository: the working directory becomes a git repository (once). */
 export async function initWorkspace(runtime: RuntimeClient): Promise<{ dir: string; branch: string | null }> {
-  if ((await runtime.stat(".git")) === null) await mustGit(runtime, ["init", "--quiet"], ".", "git init");
+  if ((await runtime.stat(".git")) === null)
+    await mustGit(runtime, ["init", "--quiet", "--initial-branch=main"], ".", "git init");
   await configureIdentity(runtime, ".");
   return { dir: ".", branch: await currentBranch(runtime, ".") };
 }

@@ -1,4 +1,4 @@
-import { evictAllDurableObjects } from "cloudflare:test";
+import { env, evictAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { call, createUser, json } from "../helpers/api";
 import {
@@ -202,5 +202,33 @@ describe("a child conversation", () => {
     expect((await getConversation(user.key, parent.id)).sub_conversation_ids).toEqual([child.id]);
     // The working copy was reused, not cloned again: the parent's setup marker is still the only one.
     expect((await sandboxShell(user.key, parent.sandbox_id, "ls -d .*widgets* widgets")).stdout).toBe("widgets\n");
+  });
+});
+
+describe("a start past its deadline", () => {
+  it("ends in ERROR with the step it stopped in, and a late step does not revive it", async () => {
+    const user = await createUser();
+    await storeToken(user.key);
+    const started = await startConversation(user.key, { selected_repository: "acme/slow" });
+    const [row] = await runInDurableObject(env.ACCOUNT.getByName(user.id), (_instance, state) =>
+      state.storage.sql
+        .exec<{ conversation_id: string }>("SELECT conversation_id FROM start_tasks WHERE id = ?", started.id)
+        .toArray(),
+    );
+    const stub = env.CONVERSATION.getByName(row?.conversation_id ?? "");
+    const deadline = Date.now() + 20_000;
+    while ((await getTask(user.key, started.id))?.status !== "RUNNING_SETUP_SCRIPT" && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await runInDurableObject(stub, (_instance, state) => {
+      state.storage.sql.exec("UPDATE start_task SET deadline = ?", Date.now() - 1);
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const failed = await getTask(user.key, started.id);
+    expect(failed?.status).toBe("ERROR");
+    expect(failed?.detail).toMatch(/did not finish within \d+ minute\(s\); it stopped while running the setup script/);
+    // The setup script finishes after 3 s; its step must not move the task on.
+    await new Promise((resolve) => setTimeout(resolve, 3_500));
+    expect(await getTask(user.key, started.id)).toMatchObject({ status: "ERROR", app_conversation_id: null });
   });
 });
