@@ -11,7 +11,10 @@ export default defineConfig({
         bindings: {
           AUTH_MODE: "api-key",
           ADMIN_TOKEN: "test-admin-token-0123456789",
-          LLM_API_KEY: "",
+          LLM_API_KEY: "test-llm-key-0123456789",
+          LLM_BASE_URL: `${inject("fakeLlmUrl")}/v1`,
+          LLM_MODEL: "openai/unscripted",
+          FAKE_LLM_URL: inject("fakeLlmUrl"),
           LOCAL_SANDBOX_HOST_URL: inject("sandboxHostUrl"),
           SANDBOX_START_TIMEOUT_SECONDS: "20",
           PROVIDER_TOKEN_KEY: "test-provider-token-key-0123456789",

@@ -5,6 +5,7 @@ import { HTTPException } from "hono/http-exception";
 import { adminRouter } from "./api/admin";
 import { appConversationsRouter } from "./api/app-conversations";
 import { type AppEnv, newRouter } from "./api/app-env";
+import { eventsRouter } from "./api/events";
 import { RouteTable } from "./api/method-not-allowed";
 import { jsonBodyGuard } from "./api/middleware/body-guard";
 import { requestContext } from "./api/middleware/request-context";
@@ -51,6 +52,7 @@ export function createApp() {
   api.route("/sandbox-specs", sandboxSpecsRouter);
   api.route("/sandboxes", sandboxesRouter);
   api.route("/app-conversations", appConversationsRouter);
+  api.route("/events", eventsRouter);
   api.all("/sandboxes/:sandbox_id/runtime/*", runtimeProxy);
   api.route("/", usersRouter);
   api.route("/admin", adminRouter);

@@ -16,6 +16,8 @@ export interface AppConfig {
   setupScriptTimeoutSeconds: number;
   /** Where each git provider's repositories are cloned from (`{base}/{owner}/{repo}.git`). */
   gitBaseUrls: Record<GitProvider, string>;
+  /** The most steps an agent run takes before it stops in error. */
+  agentMaxIterations: number;
   /** The model for conversations that do not name one; empty when none is configured. */
   llmModel: string;
 }
@@ -57,6 +59,7 @@ export function readConfig(env: Env): AppConfig {
       gitlab: baseUrl(env.GITLAB_BASE_URL, "https://gitlab.com"),
       bitbucket: baseUrl(env.BITBUCKET_BASE_URL, "https://bitbucket.org"),
     },
+    agentMaxIterations: positiveInt(env.AGENT_MAX_ITERATIONS, 500),
     llmModel: env.LLM_MODEL?.trim() ?? "",
   };
 }

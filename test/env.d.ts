@@ -6,6 +6,8 @@ declare global {
       STANDIN_CONTAINER_SANDBOX: DurableObjectNamespace<StandInContainerSandboxDO>;
       /** The token the test git server accepts (test/node/git-server.ts). */
       TEST_GIT_TOKEN: string;
+      /** The fake model server (test/node/fake-llm.ts). */
+      FAKE_LLM_URL: string;
     }
   }
 }

@@ -8,9 +8,12 @@ import {
   getConversation,
   getConversations,
   getStartTasks,
+  pauseConversation,
   renameConversation,
+  runConversation,
   searchConversations,
   searchStartTasks,
+  sendMessage,
   startConversation,
   startConversationWatched,
   toStartTaskInfo,
@@ -23,12 +26,14 @@ import {
   ConversationFilterSchema,
   ConversationIdSchema,
   ConversationSortSchema,
+  SendMessageRequestSchema,
   StartRequestSchema,
   StartTaskFilterSchema,
   StartTaskSchema,
   StartTaskSortSchema,
   UpdateConversationRequestSchema,
 } from "./schemas/conversations";
+import { SANDBOX_STATUSES } from "./schemas/sandboxes";
 
 const security = [{ bearer: [] }];
 const tags = ["App conversations"];
@@ -165,6 +170,45 @@ const remove = createRoute({
   responses: { 200: jsonContent(SuccessSchema, "Deleted"), ...errorResponses(404) },
 });
 
+const sendMessageRoute = createRoute({
+  method: "post",
+  path: "/{conversation_id}/send-message",
+  tags,
+  summary: "Add a user message; with `run` (default true) the agent works on it. 409 when the sandbox is not RUNNING",
+  security,
+  request: {
+    params: idParams,
+    body: { content: { "application/json": { schema: SendMessageRequestSchema } }, required: true },
+  },
+  responses: {
+    200: jsonContent(
+      z.object({ success: z.literal(true), sandbox_status: z.enum(SANDBOX_STATUSES) }).openapi("SendMessageResponse"),
+      "Added",
+    ),
+    ...errorResponses(400, 404, 409, 413, 415),
+  },
+});
+
+const pauseRoute = createRoute({
+  method: "post",
+  path: "/{conversation_id}/pause",
+  tags,
+  summary: "Pause the agent: it stops after the step it is in",
+  security,
+  request: { params: idParams },
+  responses: { 200: jsonContent(SuccessSchema, "Pausing"), ...errorResponses(404) },
+});
+
+const runRoute = createRoute({
+  method: "post",
+  path: "/{conversation_id}/run",
+  tags,
+  summary: "Run the agent (continue after a pause or a finished turn); 409 if it is running or the sandbox is not",
+  security,
+  request: { params: idParams },
+  responses: { 200: jsonContent(SuccessSchema, "Running"), ...errorResponses(404, 409) },
+});
+
 function filterOf(query: z.infer<typeof ConversationFilterSchema>): ConversationFilter {
   return {
     title_contains: query.title__contains,
@@ -272,6 +316,20 @@ export const appConversationsRouter = router
       await renameConversation(c.env, c.var.userId, c.req.valid("param").conversation_id, title, origin(c.req.url)),
       200,
     );
+  })
+  .openapi(sendMessageRoute, async (c) => {
+    const message = c.req.valid("json");
+    const id = c.req.valid("param").conversation_id;
+    const result = await sendMessage(c.env, c.var.userId, id, { role: "user", content: message.content }, message.run ?? true);
+    return c.json(result, 200);
+  })
+  .openapi(pauseRoute, async (c) => {
+    await pauseConversation(c.env, c.var.userId, c.req.valid("param").conversation_id);
+    return c.json({ success: true as const }, 200);
+  })
+  .openapi(runRoute, async (c) => {
+    await runConversation(c.env, c.var.userId, c.req.valid("param").conversation_id);
+    return c.json({ success: true as const }, 200);
   })
   .openapi(remove, async (c) => {
     await deleteConversation(c.env, c.var.userId, c.req.valid("param").conversation_id);

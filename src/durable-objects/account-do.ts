@@ -344,6 +344,14 @@ export class AccountDO extends DurableObject<Env> {
       .toArray();
   }
 
+  /** Every conversation id of the user (for searches that span them all). */
+  conversationIds(): string[] {
+    return this.ctx.storage.sql
+      .exec<{ id: string }>("SELECT id FROM conversations")
+      .toArray()
+      .map((row) => row.id);
+  }
+
   /** The children of each of `ids`, oldest first. */
   childConversations(ids: string[]): { id: string; parent_id: string }[] {
     if (ids.length === 0) return [];

@@ -1,15 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
+import { AgentRunner } from "../agent/runner";
 import { readConfig } from "../config";
+import { type EventCursor, EventLog, type EventQuery, type EventSortOrder } from "../conversation/event-log";
 import { describeStartFailure, runStartStep, STEP_WORDS, type StepOutcome } from "../conversation/start-steps";
-import type {
-  ConversationEvent,
-  ConversationRecord,
-  EventSource,
-  StartPlan,
-  StartTaskRecord,
-  StartTaskStatus,
-} from "../conversation/types";
-import { newHexId } from "../services/ids";
+import type { ConversationRecord, SendMessage, StartPlan, StartTaskRecord, StartTaskStatus } from "../conversation/types";
 import { applyMigrations } from "./migrations";
 
 const MIGRATIONS = [
@@ -39,6 +33,31 @@ const MIGRATIONS = [
      event_json TEXT NOT NULL
    );
    CREATE INDEX events_by_kind ON events (kind, seq);`,
+  `ALTER TABLE events ADD COLUMN llm_json TEXT;
+   CREATE INDEX events_by_time ON events (timestamp, seq);
+   CREATE TABLE agent (
+     id INTEGER PRIMARY KEY CHECK (id = 1),
+     pause_requested INTEGER NOT NULL DEFAULT 0,
+     iterations INTEGER NOT NULL DEFAULT 0,
+     workdir TEXT,
+     tasks_json TEXT NOT NULL DEFAULT '[]'
+   );
+   INSERT INTO agent (id) VALUES (1);
+   CREATE TABLE tool_calls (
+     tool_call_id TEXT PRIMARY KEY,
+     action_id TEXT NOT NULL,
+     seq INTEGER NOT NULL,
+     name TEXT NOT NULL,
+     input_json TEXT NOT NULL,
+     state TEXT NOT NULL,
+     signature TEXT
+   );
+   CREATE INDEX tool_calls_by_seq ON tool_calls (seq);
+   CREATE TABLE file_history (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     path TEXT NOT NULL,
+     content TEXT
+   );`,
 ];
 
 type TaskRow = {
@@ -66,6 +85,8 @@ export interface StartProgress {
 const FINAL: readonly StartTaskStatus[] = ["READY", "ERROR"];
 /** While a start is under way the alarm wakes this often to take over a drive lost to eviction. */
 const WATCHDOG_MS = 2_000;
+/** The same for a running agent. */
+const AGENT_WATCHDOG_MS = 5_000;
 
 /**
  * One object per conversation. It holds the conversation's start task (and drives the start),
@@ -79,10 +100,44 @@ const WATCHDOG_MS = 2_000;
 export class ConversationDO extends DurableObject<Env> {
   private driving = false;
   private readonly watchers = new Set<(task: StartTaskRecord) => void>();
+  private eventLog: EventLog | null = null;
+  private runnerInstance: AgentRunner | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     ctx.blockConcurrencyWhile(async () => applyMigrations(ctx.storage, MIGRATIONS));
+  }
+
+  /** The event log; its ids carry the conversation id, known once the task or conversation is. */
+  private get events(): EventLog {
+    if (this.eventLog === null) {
+      const id =
+        this.getConversation()?.id ??
+        (JSON.parse(this.taskRow()?.plan_json ?? '{"conversation_id":""}') as { conversation_id: string }).conversation_id;
+      this.eventLog = new EventLog(this.ctx.storage.sql, id);
+    }
+    return this.eventLog;
+  }
+
+  private get runner(): AgentRunner {
+    if (this.runnerInstance === null) {
+      const config = readConfig(this.env);
+      this.runnerInstance = new AgentRunner({
+        sql: this.ctx.storage.sql,
+        storage: this.ctx.storage,
+        env: this.env,
+        events: this.events,
+        conversation: () => this.getConversation(),
+        saveConversation: (record) => this.saveConversation(record),
+        maxIterations: config.agentMaxIterations,
+        defaultModel: config.llmModel,
+      });
+    }
+    return this.runnerInstance;
+  }
+
+  private saveConversation(record: ConversationRecord): void {
+    this.ctx.storage.sql.exec("UPDATE conversation SET record_json = ?", JSON.stringify(record));
   }
 
   private taskRow(): TaskRow | null {
@@ -176,25 +231,78 @@ export class ConversationDO extends DurableObject<Env> {
     return updated;
   }
 
-  /** Forgets the conversation, its start task and its events. */
+  /** Forgets the conversation, its start task and its events; a running agent stops at its next step. */
   async destroy(): Promise<void> {
     this.ctx.storage.transactionSync(() => {
-      this.ctx.storage.sql.exec("DELETE FROM conversation");
-      this.ctx.storage.sql.exec("DELETE FROM start_task");
-      this.ctx.storage.sql.exec("DELETE FROM events");
+      for (const table of ["conversation", "start_task", "events", "tool_calls", "file_history"]) {
+        this.ctx.storage.sql.exec(`DELETE FROM ${table}`);
+      }
+      this.ctx.storage.sql.exec("UPDATE agent SET pause_requested = 0, iterations = 0, workdir = NULL, tasks_json = '[]'");
     });
     await this.ctx.storage.deleteAlarm();
   }
 
-  /** The event log, oldest first (the event routes arrive with the agent). */
-  listEvents(): ConversationEvent[] {
-    return this.ctx.storage.sql
-      .exec<{ event_json: string }>("SELECT event_json FROM events ORDER BY seq")
-      .toArray()
-      .map((row) => JSON.parse(row.event_json) as ConversationEvent);
+  // ---- the agent ---------------------------------------------------------------------------
+
+  /** Adds a user message; with `run`, starts the agent (the caller checked the sandbox runs). */
+  async sendMessage(message: SendMessage, run: boolean): Promise<{ ok: boolean }> {
+    if (this.getConversation() === null) return { ok: false };
+    this.events.append("user", "MessageEvent", { llm_message: { role: "user", content: message.content } });
+    if (run) await this.startRun();
+    return { ok: true };
+  }
+
+  /** Starts or continues the agent; `already_running` when it runs. */
+  async run(): Promise<"started" | "already_running" | "not_found"> {
+    const record = this.getConversation();
+    if (record === null) return "not_found";
+    if (record.execution_status === "running") return "already_running";
+    await this.startRun();
+    return "started";
+  }
+
+  /** Asks the agent to stop after the step it is in; nothing to do when it is not running. */
+  pause(): "pausing" | "not_running" | "not_found" {
+    const record = this.getConversation();
+    if (record === null) return "not_found";
+    if (record.execution_status !== "running") return "not_running";
+    this.runner.requestPause();
+    return "pausing";
+  }
+
+  private async startRun(): Promise<void> {
+    this.runner.markRunning();
+    await this.ctx.storage.setAlarm(Date.now() + AGENT_WATCHDOG_MS);
+    this.ctx.waitUntil(this.runner.loop());
+  }
+
+  // Events cross RPC as JSON text: their fields vary by kind, and a string is the cheapest copy.
+
+  /** The event log, oldest first, as a JSON array. */
+  listEvents(): string {
+    return JSON.stringify(this.getConversation() === null ? [] : this.events.all());
+  }
+
+  searchEvents(query: EventQuery, order: EventSortOrder, limit: number, after: EventCursor | null): string {
+    return JSON.stringify(this.getConversation() === null ? [] : this.events.search(query, order, limit, after));
+  }
+
+  countEvents(query: EventQuery): number {
+    return this.getConversation() === null ? 0 : this.events.count(query);
+  }
+
+  getEvents(seqs: number[]): string {
+    return JSON.stringify(this.getConversation() === null ? [] : this.events.bySeq(seqs));
   }
 
   override async alarm(): Promise<void> {
+    const conversation = this.getConversation();
+    if (conversation?.execution_status === "running") {
+      // The watchdog of a run: a loop lost to an eviction is driven again from its checkpoint.
+      if (!this.runner.isLooping) this.ctx.waitUntil(this.runner.loop());
+      await this.ctx.storage.setAlarm(Date.now() + AGENT_WATCHDOG_MS);
+      return;
+    }
     const row = this.taskRow();
     if (row === null || FINAL.includes(row.status)) return;
     if (Date.now() >= row.deadline) {
@@ -244,13 +352,13 @@ export class ConversationDO extends DurableObject<Env> {
           this.finish(row.status, "ERROR", { detail: detail.detail });
           return;
         }
-        if (
-          !this.finish(row.status, outcome.next, {
-            progress: { ...progress, ...outcome.progress },
-            appConversationId: outcome.appConversationId,
-          })
-        )
-          return;
+        const moved = this.finish(row.status, outcome.next, {
+          progress: { ...progress, ...outcome.progress },
+          appConversationId: outcome.appConversationId,
+        });
+        if (!moved) return;
+        // The first message asks the agent to run: it starts as the conversation becomes READY.
+        if (outcome.next === "READY" && plan.initial_message?.run) await this.startRun();
       }
     } finally {
       this.driving = false;
@@ -297,7 +405,7 @@ export class ConversationDO extends DurableObject<Env> {
       this.ctx.storage.sql.exec("INSERT INTO conversation (id, record_json) VALUES (?, ?)", record.id, JSON.stringify(record));
       const setup = progress.setup_script;
       if (setup) {
-        this.appendEvent("environment", "ObservationEvent", {
+        this.events.append("environment", "ObservationEvent", {
           tool_name: "terminal",
           tool_call_id: null,
           action_id: null,
@@ -305,24 +413,11 @@ export class ConversationDO extends DurableObject<Env> {
         });
       }
       if (plan.initial_message !== null) {
-        this.appendEvent("user", "MessageEvent", {
+        this.events.append("user", "MessageEvent", {
           llm_message: { role: plan.initial_message.role, content: plan.initial_message.content },
         });
       }
     });
     return record;
-  }
-
-  private appendEvent(source: EventSource, kind: string, fields: Record<string, unknown>): ConversationEvent {
-    const event: ConversationEvent = { id: newHexId(), timestamp: new Date().toISOString(), source, kind, ...fields };
-    this.ctx.storage.sql.exec(
-      "INSERT INTO events (id, timestamp, source, kind, event_json) VALUES (?, ?, ?, ?, ?)",
-      event.id,
-      event.timestamp,
-      source,
-      kind,
-      JSON.stringify(event),
-    );
-    return event;
   }
 }

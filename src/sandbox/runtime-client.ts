@@ -86,6 +86,33 @@ export class RuntimeClient {
     return (await response.json()) as FileStat;
   }
 
+  /** A JSON call to the runtime; errors become `RuntimeCallError`. */
+  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const init: RequestInit = { method };
+    if (body !== undefined) {
+      init.headers = { "Content-Type": "application/json" };
+      init.body = JSON.stringify(body);
+    }
+    const response = await this.request(path, init);
+    if (!response.ok) return this.fail(response, `The sandbox could not answer ${method} ${path.split("?")[0]}`);
+    return (await response.json()) as T;
+  }
+
+  /** A text file's content, or null when there is no such file. */
+  async readText(path: string): Promise<string | null> {
+    const response = await this.request(`/files?path=${encodeURIComponent(path)}`);
+    if (response.status === 404) {
+      await response.body?.cancel();
+      return null;
+    }
+    if (!response.ok) return this.fail(response, `The sandbox could not read ${path}`);
+    return new TextDecoder().decode(await response.arrayBuffer());
+  }
+
+  async list(path: string): Promise<{ path: string; entries: FileStat[] }> {
+    return this.json("GET", `/files/list?path=${encodeURIComponent(path)}`);
+  }
+
   async writeFile(path: string, content: string, mode = "0644"): Promise<void> {
     const response = await this.request(`/files?path=${encodeURIComponent(path)}&mode=${mode}`, { method: "PUT", body: content });
     if (!response.ok) return this.fail(response, `The sandbox could not write ${path}`);

@@ -335,3 +335,51 @@ export async function getStartTasks(env: Env, userId: string, ids: string[], ori
     if (task !== null && task.created_by_user_id === userId) byId.set(task.id, toStartTaskInfo(task, origin));
   return normalized.map((id) => (id === null ? null : (byId.get(id) ?? null)));
 }
+
+// ---- the agent -------------------------------------------------------------------------------
+
+/** The conversation's sandbox, which must be RUNNING for the agent to work (else a 409). */
+async function requireRunningSandbox(env: Env, record: ConversationRecord): Promise<SandboxRecord> {
+  const sandbox = await sandboxOf(env, record.sandbox_id).get();
+  if (sandbox === null || sandbox.user_id !== record.created_by_user_id) {
+    throw new ApiError(
+      "SANDBOX_NOT_RUNNING",
+      `The conversation's sandbox ${record.sandbox_id} no longer exists; start a new conversation.`,
+    );
+  }
+  if (sandbox.status !== "RUNNING") {
+    throw new ApiError(
+      "SANDBOX_NOT_RUNNING",
+      `The conversation's sandbox is ${sandbox.status}; resume it with POST /api/v1/sandboxes/${sandbox.id}/resume, then try again.`,
+    );
+  }
+  return sandbox;
+}
+
+export async function sendMessage(
+  env: Env,
+  userId: string,
+  id: string,
+  message: SendMessage,
+  run: boolean,
+): Promise<{ success: true; sandbox_status: SandboxStatus }> {
+  const record = await requireOwnedConversation(env, userId, id);
+  const sandbox = await requireRunningSandbox(env, record);
+  const result = await conversationOf(env, record.id).sendMessage(message, run);
+  if (!result.ok) throw notFound();
+  return { success: true, sandbox_status: sandbox.status };
+}
+
+export async function runConversation(env: Env, userId: string, id: string): Promise<void> {
+  const record = await requireOwnedConversation(env, userId, id);
+  await requireRunningSandbox(env, record);
+  const result = await conversationOf(env, record.id).run();
+  if (result === "not_found") throw notFound();
+  if (result === "already_running")
+    throw new ApiError("CONVERSATION_RUNNING", "The agent is already running; pause it first or wait for it to finish.");
+}
+
+export async function pauseConversation(env: Env, userId: string, id: string): Promise<void> {
+  const record = await requireOwnedConversation(env, userId, id);
+  if ((await conversationOf(env, record.id).pause()) === "not_found") throw notFound();
+}

@@ -97,5 +97,56 @@ export async function sandboxShell(key: string, sandboxId: string, command: stri
 
 /** The conversation's event log, read from its object (the event routes arrive with the agent). */
 export async function conversationEvents(id: string): Promise<Record<string, unknown>[]> {
-  return (await env.CONVERSATION.getByName(id).listEvents()) as Record<string, unknown>[];
+  return JSON.parse(await env.CONVERSATION.getByName(id).listEvents()) as Record<string, unknown>[];
+}
+
+export interface ScriptTurn {
+  status?: number;
+  retry_after?: string;
+  content?: string;
+  tool_calls?: { name: string; arguments: Record<string, unknown> }[];
+  usage?: { prompt_tokens: number; completion_tokens: number };
+  delay_ms?: number;
+}
+
+let scripts = 0;
+
+/** Registers a scripted model on the fake server; answers the `llm_model` that plays it. */
+export async function scriptModel(turns: ScriptTurn[], repeatLast = false): Promise<{ llmModel: string; name: string }> {
+  const name = `script-${++scripts}-${crypto.randomUUID().slice(0, 8)}`;
+  const response = await fetch(`${env.FAKE_LLM_URL}/scripts/${name}`, {
+    method: "PUT",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ turns, repeat_last: repeatLast }),
+  });
+  expect(response.status).toBe(200);
+  return { llmModel: `openai/${name}`, name };
+}
+
+export async function modelRequests(name: string): Promise<{ headers: Record<string, string>; body: { messages: unknown[] } }[]> {
+  return (await (await fetch(`${env.FAKE_LLM_URL}/scripts/${name}/requests`)).json()) as {
+    headers: Record<string, string>;
+    body: { messages: unknown[] };
+  }[];
+}
+
+/** Polls the conversation until its execution_status is one of `statuses`. */
+export async function waitForExecution(
+  key: string,
+  id: string,
+  statuses: string[],
+  timeoutMs = 30_000,
+): Promise<AppConversation> {
+  const deadline = Date.now() + timeoutMs;
+  let last: AppConversation | null = null;
+  while (Date.now() < deadline) {
+    last = await getConversation(key, id);
+    if (statuses.includes(last.execution_status)) return last;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`conversation ${id} did not reach ${statuses.join("/")}: ${last?.execution_status}`);
+}
+
+export function userMessage(text: string, run = true) {
+  return { content: [{ type: "text", text }], run };
 }

@@ -31,6 +31,13 @@ const REPOSITORIES: Record<string, Record<string, Tree>> = {
   "acme/slow": {
     main: { ".openhands/setup.sh": "#!/bin/bash\necho run >> .setup-runs\nsleep 3\necho slow setup finished\n" },
   },
+  "acme/calc": {
+    main: {
+      "calc.js": "exports.add = (a, b) => a - b;\n",
+      "test.js":
+        'const assert = require("node:assert");\nconst { add } = require("./calc");\nassert.strictEqual(add(2, 3), 5);\nconsole.log("all tests passed");\n',
+    },
+  },
   "acme/plain": {
     main: { "README.md": "# plain\n" },
   },

@@ -4,6 +4,7 @@ declare module "vitest" {
     sandboxHostUrl: string;
     gitServerUrl: string;
     gitToken: string;
+    fakeLlmUrl: string;
   }
 }
 

@@ -1,0 +1,134 @@
+import type { ConversationEvent, EventSource } from "./types";
+
+export type EventSortOrder = "TIMESTAMP" | "TIMESTAMP_DESC";
+
+export interface EventQuery {
+  kind?: string | undefined;
+  timestamp_gte?: string | undefined;
+  timestamp_lt?: string | undefined;
+}
+
+/** A position in the cross-conversation event order: (timestamp, conversation id, sequence). */
+export type EventCursor = [string, string, number];
+
+type EventRow = { seq: number; event_json: string; llm_json: string | null };
+
+/**
+ * A conversation's event log: append-only rows in its object's SQLite, ordered by a sequence
+ * number. An event's id is `<conversation id>-<sequence>`, so any event can be found from its id.
+ */
+export class EventLog {
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly conversationId: string,
+  ) {}
+
+  /** Appends an event; `llm` is what the model is shown for it, kept beside it, never in the API. */
+  append(source: EventSource, kind: string, fields: Record<string, unknown>, llm?: unknown): ConversationEvent {
+    const seq = this.sql.exec<{ next: number }>("SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM events").one().next;
+    const event: ConversationEvent = {
+      id: `${this.conversationId}-${seq}`,
+      timestamp: new Date().toISOString(),
+      source,
+      kind,
+      ...fields,
+    };
+    this.sql.exec(
+      "INSERT INTO events (seq, id, timestamp, source, kind, event_json, llm_json) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      seq,
+      event.id,
+      event.timestamp,
+      source,
+      kind,
+      JSON.stringify(event),
+      llm === undefined ? null : JSON.stringify(llm),
+    );
+    return event;
+  }
+
+  /** Every event with what the model sees of it, oldest first. */
+  history(): { event: ConversationEvent; llm: unknown }[] {
+    return this.sql
+      .exec<EventRow>("SELECT seq, event_json, llm_json FROM events ORDER BY seq")
+      .toArray()
+      .map((row) => ({
+        event: JSON.parse(row.event_json) as ConversationEvent,
+        llm: row.llm_json === null ? undefined : (JSON.parse(row.llm_json) as unknown),
+      }));
+  }
+
+  all(): ConversationEvent[] {
+    return this.history().map((entry) => entry.event);
+  }
+
+  bySeq(seqs: number[]): ConversationEvent[] {
+    if (seqs.length === 0) return [];
+    return this.sql
+      .exec<EventRow>(`SELECT seq, event_json, llm_json FROM events WHERE seq IN (${seqs.map(() => "?").join(", ")})`, ...seqs)
+      .toArray()
+      .map((row) => JSON.parse(row.event_json) as ConversationEvent);
+  }
+
+  private where(query: EventQuery): { clauses: string[]; bindings: (string | number)[] } {
+    const clauses: string[] = [];
+    const bindings: (string | number)[] = [];
+    if (query.kind !== undefined) {
+      clauses.push("kind = ?");
+      bindings.push(query.kind);
+    }
+    if (query.timestamp_gte !== undefined) {
+      clauses.push("timestamp >= ?");
+      bindings.push(query.timestamp_gte);
+    }
+    if (query.timestamp_lt !== undefined) {
+      clauses.push("timestamp < ?");
+      bindings.push(query.timestamp_lt);
+    }
+    return { clauses, bindings };
+  }
+
+  /**
+   * Up to `limit` events in the cross-conversation order strictly after (or, descending, before)
+   * `after`; the caller merges the answers of several conversations.
+   */
+  search(query: EventQuery, order: EventSortOrder, limit: number, after: EventCursor | null): ConversationEvent[] {
+    const { clauses, bindings } = this.where(query);
+    const descending = order === "TIMESTAMP_DESC";
+    if (after !== null) {
+      const [timestamp, conversationId, seq] = after;
+      const cmp = descending ? "<" : ">";
+      if (conversationId === this.conversationId) {
+        clauses.push(`(timestamp, seq) ${cmp} (?, ?)`);
+        bindings.push(timestamp, seq);
+      } else {
+        // Ties on timestamp are ordered by conversation id, then sequence.
+        const sameTimeAllowed = descending ? this.conversationId < conversationId : this.conversationId > conversationId;
+        clauses.push(sameTimeAllowed ? `timestamp ${cmp}= ?` : `timestamp ${cmp} ?`);
+        bindings.push(timestamp);
+      }
+    }
+    const direction = descending ? "DESC" : "ASC";
+    const where = clauses.length === 0 ? "" : `WHERE ${clauses.join(" AND ")}`;
+    return this.sql
+      .exec<EventRow>(
+        `SELECT seq, event_json, llm_json FROM events ${where} ORDER BY timestamp ${direction}, seq ${direction} LIMIT ?`,
+        ...bindings,
+        limit,
+      )
+      .toArray()
+      .map((row) => JSON.parse(row.event_json) as ConversationEvent);
+  }
+
+  count(query: EventQuery): number {
+    const { clauses, bindings } = this.where(query);
+    const where = clauses.length === 0 ? "" : `WHERE ${clauses.join(" AND ")}`;
+    return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM events ${where}`, ...bindings).one().n;
+  }
+}
+
+/** The sequence number in an event id, with its conversation; null for anything else. */
+export function parseEventId(id: string): { conversationId: string; seq: number } | null {
+  const match = /^([0-9a-f]{32})-([1-9][0-9]{0,15})$/.exec(id);
+  if (!match) return null;
+  return { conversationId: match[1] ?? "", seq: Number(match[2]) };
+}
