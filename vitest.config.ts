@@ -14,6 +14,7 @@ export default defineConfig({
           LLM_API_KEY: "test-llm-key-0123456789",
           LLM_BASE_URL: `${inject("fakeLlmUrl")}/v1`,
           LLM_MODEL: "openai/unscripted",
+          AGENT_MAX_ITERATIONS: "8",
           FAKE_LLM_URL: inject("fakeLlmUrl"),
           LOCAL_SANDBOX_HOST_URL: inject("sandboxHostUrl"),
           SANDBOX_START_TIMEOUT_SECONDS: "20",

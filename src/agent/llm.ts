@@ -128,6 +128,9 @@ export function createLlmProvider(model: string, env: Env): LlmProvider {
     model,
     async complete(request) {
       const resolved = languageModel(model, settings);
+      // A timer of our own, cleared when the call ends, so that no timer outlives the call.
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(new Error(`no answer within ${CALL_TIMEOUT_MS / 1000} s`)), CALL_TIMEOUT_MS);
       try {
         const result = await generateText({
           model: resolved,
@@ -135,7 +138,7 @@ export function createLlmProvider(model: string, env: Env): LlmProvider {
           messages: request.messages,
           tools: request.tools,
           maxRetries: MAX_RETRIES,
-          abortSignal: AbortSignal.timeout(CALL_TIMEOUT_MS),
+          abortSignal: abort.signal,
         });
         const usage = result.usage;
         return {
@@ -151,6 +154,8 @@ export function createLlmProvider(model: string, env: Env): LlmProvider {
         };
       } catch (error) {
         throw describeFailure(model, error);
+      } finally {
+        clearTimeout(timer);
       }
     },
   };
