@@ -58,3 +58,24 @@ export async function startWorker(
     },
   };
 }
+
+const RUNTIME = join(ROOT, "container", "runtime", "server.ts");
+/** The token of runtimes a benchmark starts itself, to measure a floor. */
+export const FLOOR_TOKEN = "bench-token-0123456789abcdef";
+
+/** A runtime started straight from Node, the way the host does it, with a known token. */
+export async function spawnFloorRuntime(dir: string): Promise<{ port: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
+    env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: FLOOR_TOKEN, WORKDIR: dir, HOST: "127.0.0.1", PORT: "0" },
+    stdio: ["ignore", "pipe", "ignore"],
+  });
+  const port = await new Promise<string>((resolve) => {
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /port=(\d+)/.exec(out);
+      if (match?.[1]) resolve(match[1]);
+    });
+  });
+  return { port, child };
+}

@@ -5,19 +5,17 @@
  *   3. pause + resume of a 50 MB mixed workspace  vs  tar of the same directory out and back
  * Run: npm run bench:sandboxes   (writes bench/results/sandboxes.md)
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startSandboxHost } from "../scripts/sandbox-host.ts";
-import { machine, ms, percentile, ROOT, startWorker, waitFor } from "./lib.ts";
+import { machine, ms, percentile, ROOT, spawnFloorRuntime, startWorker, FLOOR_TOKEN as TOKEN, waitFor } from "./lib.ts";
 
 const START_RUNS = 10;
 const EXEC_RUNS = 200;
 const SNAPSHOT_RUNS = 3;
-const RUNTIME = join(ROOT, "container", "runtime", "server.ts");
-const TOKEN = "bench-token-0123456789abcdef";
 
 const scratch = mkdtempSync(join(tmpdir(), "bench-sandboxes-"));
 const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
@@ -50,23 +48,6 @@ async function untilStatus(id: string, status: string): Promise<Info> {
 }
 
 // 1. Start to RUNNING ------------------------------------------------------------------------
-/** A runtime started straight from Node, the way the host does it, with a known token. */
-async function spawnFloorRuntime(dir: string): Promise<{ port: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
-    env: { PATH: process.env.PATH ?? "", SANDBOX_RUNTIME_TOKEN: TOKEN, WORKDIR: dir, HOST: "127.0.0.1", PORT: "0" },
-    stdio: ["ignore", "pipe", "ignore"],
-  });
-  const port = await new Promise<string>((resolve) => {
-    let out = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /port=(\d+)/.exec(out);
-      if (match?.[1]) resolve(match[1]);
-    });
-  });
-  return { port, child };
-}
-
 async function floorStart(): Promise<number> {
   const dir = mkdtempSync(join(scratch, "floor-"));
   const t0 = performance.now();

@@ -159,7 +159,7 @@ export class AgentRunner {
     } catch (error) {
       return this.sandboxFailure(error);
     }
-    if (!this.host.events.all().some((event) => event.kind === "SystemPromptEvent")) {
+    if (this.host.sql.exec("SELECT 1 FROM events WHERE kind = 'SystemPromptEvent' LIMIT 1").toArray().length === 0) {
       this.host.events.append("agent", "SystemPromptEvent", {
         system_prompt: systemPrompt(record, workdir),
         tools: Object.keys(agentTools(record.agent_type)),
@@ -238,9 +238,7 @@ export class AgentRunner {
     } else {
       this.host.sql.exec("UPDATE tool_calls SET state = 'running' WHERE tool_call_id = ?", call.tool_call_id);
       try {
-        await this.host.env.SANDBOX.getByName(record.sandbox_id)
-          .markActivity()
-          .catch(() => undefined);
+        // The tool's calls go through the SandboxDO's proxy, which records them as activity.
         outcome = await runTool(call.name, input, {
           runtime,
           workdir: await this.workdir(runtime, record),

@@ -1,4 +1,4 @@
-import { env, evictDurableObject } from "cloudflare:test";
+import { env, evictDurableObject, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { createLlmProvider, LlmError } from "../../src/agent/llm";
 import { call, createUser, json } from "../helpers/api";
@@ -44,12 +44,16 @@ async function post(key: string, path: string, body?: unknown): Promise<Response
 describe("the agent loop", () => {
   it("resumes after an eviction mid-run without repeating a completed tool call", async () => {
     const user = await createUser();
-    const { llmModel } = await scriptModel([
-      { tool_calls: [{ name: "terminal", arguments: { command: "echo run >> count.txt" } }] },
-      think("waiting on the model", { delay_ms: 1500 }),
-      think("after the eviction"),
-      finish,
-    ]);
+    const { llmModel } = await scriptModel(
+      [
+        { tool_calls: [{ name: "terminal", arguments: { command: "echo run >> count.txt" } }] },
+        think("waiting on the model", { delay_ms: 1500 }),
+        think("after the eviction"),
+        finish,
+        // The evicted instance may still spend a turn while it drains: the script never runs dry.
+      ],
+      true,
+    );
     const conversation = await readyConversation(user.key, { llm_model: llmModel, initial_message: userMessage("count once") });
     // Polled through the API: a stub the test holds would keep the object from being evicted.
     await until(
@@ -59,6 +63,8 @@ describe("the agent loop", () => {
         )) > 0,
     );
     await evictDurableObject(env.CONVERSATION.getByName(conversation.id));
+    // The alarm is the loop's watchdog: run it now rather than wait for it.
+    expect(await runDurableObjectAlarm(env.CONVERSATION.getByName(conversation.id))).toBe(true);
     const done = await waitForExecution(user.key, conversation.id, ["finished", "error"]);
     expect(done.execution_status).toBe("finished");
     expect((await sandboxShell(user.key, done.sandbox_id, "cat count.txt")).stdout).toBe("run\n");
