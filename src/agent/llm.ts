@@ -3,18 +3,13 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { APICallError, generateText, type LanguageModel, type ModelMessage, RetryError, type ToolSet } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
+import type { TokenUsage } from "../conversation/types";
 
 /** One model turn: what it said, the tools it called, and what it cost. */
 export interface LlmTurn {
   text: string;
   toolCalls: { id: string; name: string; input: unknown }[];
-  usage: {
-    prompt_tokens: number;
-    completion_tokens: number;
-    cache_read_tokens: number;
-    cache_write_tokens: number;
-    reasoning_tokens: number;
-  };
+  usage: TokenUsage;
 }
 
 export interface LlmRequest {

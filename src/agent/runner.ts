@@ -1,6 +1,6 @@
 import type { ImagePart, ModelMessage, TextPart, ToolCallPart, ToolSet } from "ai";
 import type { EventLog } from "../conversation/event-log";
-import type { ConversationRecord, ExecutionStatus, Metrics } from "../conversation/types";
+import type { ConversationRecord, ExecutionStatus, Metrics, TokenUsage } from "../conversation/types";
 import { RuntimeCallError, RuntimeClient } from "../sandbox/runtime-client";
 import { createLlmProvider, LlmError, type LlmTurn } from "./llm";
 import { systemPrompt } from "./prompt";
@@ -410,16 +410,8 @@ export class AgentRunner {
   }
 }
 
-function addUsage(metrics: Metrics, usage: LlmTurn["usage"]): Metrics {
-  const total = metrics.accumulated_token_usage;
-  return {
-    ...metrics,
-    accumulated_token_usage: {
-      prompt_tokens: total.prompt_tokens + usage.prompt_tokens,
-      completion_tokens: total.completion_tokens + usage.completion_tokens,
-      cache_read_tokens: total.cache_read_tokens + usage.cache_read_tokens,
-      cache_write_tokens: total.cache_write_tokens + usage.cache_write_tokens,
-      reasoning_tokens: total.reasoning_tokens + usage.reasoning_tokens,
-    },
-  };
+function addUsage(metrics: Metrics, usage: TokenUsage): Metrics {
+  const total = { ...metrics.accumulated_token_usage };
+  for (const key of Object.keys(total) as (keyof TokenUsage)[]) total[key] += usage[key];
+  return { ...metrics, accumulated_token_usage: total };
 }

@@ -2,15 +2,10 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { countEvents, type EventFilter, getEvents, searchEvents } from "../services/event-service";
 import { newRouter } from "./app-env";
 import { requireUser } from "./middleware/auth";
-import { batchIdsSchema, errorResponses, jsonContent, PageQuerySchema, pageSchema } from "./schemas/common";
+import { batchIdsSchema, errorResponses, IsoInstantSchema, jsonContent, PageQuerySchema, pageSchema } from "./schemas/common";
 
 const security = [{ bearer: [] }];
 const tags = ["Events"];
-
-const isoInstant = z.iso
-  .datetime({ offset: true })
-  .transform((value) => new Date(value).toISOString())
-  .openapi({ type: "string", format: "date-time" });
 
 const EventSchema = z
   .object({
@@ -29,8 +24,8 @@ const EventSchema = z
 const EventFilterSchema = z.object({
   conversation_id__eq: z.string().min(1).max(64).optional(),
   kind__eq: z.string().min(1).max(64).optional(),
-  timestamp__gte: isoInstant.optional(),
-  timestamp__lt: isoInstant.optional(),
+  timestamp__gte: IsoInstantSchema.optional(),
+  timestamp__lt: IsoInstantSchema.optional(),
 });
 
 const search = createRoute({

@@ -87,16 +87,18 @@ export interface StartTaskRecord {
   updated_at: string;
 }
 
+export interface TokenUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cache_read_tokens: number;
+  cache_write_tokens: number;
+  reasoning_tokens: number;
+}
+
 export interface Metrics {
   accumulated_cost: number;
   max_budget_per_task: number | null;
-  accumulated_token_usage: {
-    prompt_tokens: number;
-    completion_tokens: number;
-    cache_read_tokens: number;
-    cache_write_tokens: number;
-    reasoning_tokens: number;
-  };
+  accumulated_token_usage: TokenUsage;
 }
 
 /** A conversation as its object stores it; the service adds the live sandbox fields. */

@@ -245,9 +245,8 @@ export class AccountDO extends DurableObject<Env> {
   /** The ids among `ids` that are this user's sandboxes. */
   ownedSandboxes(ids: string[]): string[] {
     if (ids.length === 0) return [];
-    const placeholders = ids.map(() => "?").join(", ");
     return this.ctx.storage.sql
-      .exec<{ id: string }>(`SELECT id FROM sandboxes WHERE id IN (${placeholders})`, ...ids)
+      .exec<{ id: string }>(`SELECT id FROM sandboxes WHERE id IN (${placeholders(ids)})`, ...ids)
       .toArray()
       .map((row) => row.id);
   }

@@ -1,4 +1,5 @@
 import { validationError } from "../errors";
+import { base64UrlToBytes, bytesToBase64Url } from "./base64url";
 
 /**
  * Keyset cursors. A `page_id` is an opaque, URL-safe encoding of the sort key of the last row
@@ -10,18 +11,13 @@ export type CursorKey = (string | number)[];
 const CURSOR_VERSION = 1;
 
 function toBase64Url(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let binary = "";
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+  return bytesToBase64Url(new TextEncoder().encode(text));
 }
 
 function fromBase64Url(text: string): string | null {
-  if (!/^[A-Za-z0-9_-]+$/.test(text)) return null;
+  if (text === "") return null;
   try {
-    const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
-    const bytes = Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(base64UrlToBytes(text));
   } catch {
     return null;
   }

@@ -1,3 +1,5 @@
+import { base64UrlToBytes, bytesToBase64Url } from "./base64url";
+
 /**
  * Encryption at rest for secrets a user hands us (git provider tokens). AES-256-GCM with a key
  * derived by HKDF-SHA-256 from the deployment's `PROVIDER_TOKEN_KEY` secret; the additional
@@ -6,17 +8,6 @@
  */
 const VERSION = "v1";
 const SALT = new TextEncoder().encode("agent-platform/secret-box/v1");
-
-function toBase64Url(bytes: Uint8Array): string {
-  let binary = "";
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
-}
-
-function fromBase64Url(text: string): Uint8Array<ArrayBuffer> {
-  const binary = atob(text.replaceAll("-", "+").replaceAll("_", "/"));
-  return Uint8Array.from(binary, (ch) => ch.charCodeAt(0));
-}
 
 async function deriveKey(secret: string): Promise<CryptoKey> {
   const material = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), "HKDF", false, ["deriveKey"]);
@@ -45,7 +36,7 @@ export class SecretBox {
       this.key,
       new TextEncoder().encode(plaintext),
     );
-    return `${VERSION}.${toBase64Url(iv)}.${toBase64Url(new Uint8Array(sealed))}`;
+    return `${VERSION}.${bytesToBase64Url(iv)}.${bytesToBase64Url(new Uint8Array(sealed))}`;
   }
 
   /** The plaintext, or null when the value was sealed with another key or for another context. */
@@ -54,9 +45,9 @@ export class SecretBox {
     if (version !== VERSION || iv === undefined || data === undefined) return null;
     try {
       const plain = await crypto.subtle.decrypt(
-        { name: "AES-GCM", iv: fromBase64Url(iv), additionalData: new TextEncoder().encode(context) },
+        { name: "AES-GCM", iv: base64UrlToBytes(iv), additionalData: new TextEncoder().encode(context) },
         this.key,
-        fromBase64Url(data),
+        base64UrlToBytes(data),
       );
       return new TextDecoder().decode(plain);
     } catch {

@@ -17,6 +17,12 @@ export const ErrorSchema = z
   })
   .openapi("Error");
 
+/** An ISO-8601 instant with an offset, normalized to UTC (`...Z`) so it compares as stored times do. */
+export const IsoInstantSchema = z.iso
+  .datetime({ offset: true })
+  .transform((value) => new Date(value).toISOString())
+  .openapi({ type: "string", format: "date-time" });
+
 export const SuccessSchema = z.object({ success: z.literal(true) }).openapi("Success");
 
 export const MAX_PAGE_LIMIT = 100;

@@ -1,7 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import { EXECUTION_STATUSES, START_TASK_STATUSES } from "../../conversation/types";
 import { GIT_PROVIDERS } from "../../services/provider-token-service";
-import { SANDBOX_STATUSES } from "./sandboxes";
+import { IsoInstantSchema } from "./common";
+import { SANDBOX_STATUSES, SandboxIdString } from "./sandboxes";
 
 /** A conversation or start-task id: 32 hex characters, or a dashed UUID (normalized away). */
 const HEX_ID = /^[0-9a-fA-F]{32}$|^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -10,10 +11,12 @@ export function normalizeId(id: string): string | null {
   return HEX_ID.test(id) ? id.replaceAll("-", "").toLowerCase() : null;
 }
 
-export const ConversationIdSchema = z
-  .string()
-  .regex(HEX_ID, "conversation ids are 32 hex characters or a UUID")
-  .openapi({ param: { name: "conversation_id", in: "path" }, example: "9a3c5e7f1b2d4f6a8c0e2a4b6d8f0a1c" });
+const ConversationIdString = z.string().regex(HEX_ID, "conversation ids are 32 hex characters or a UUID");
+
+export const ConversationIdSchema = ConversationIdString.openapi({
+  param: { name: "conversation_id", in: "path" },
+  example: "9a3c5e7f1b2d4f6a8c0e2a4b6d8f0a1c",
+});
 
 /** `owner/repo`: letters, digits, `.`, `_` and `-`, not starting with a dot or a dash. */
 export const RepositorySchema = z
@@ -55,10 +58,7 @@ export const SendMessageRequestSchema = z
 
 export const StartRequestSchema = z
   .object({
-    sandbox_id: z
-      .string()
-      .regex(/^[A-Za-z0-9_-]{1,64}$/, "sandbox ids are 1 to 64 URL-safe characters")
-      .nullish(),
+    sandbox_id: SandboxIdString.nullish(),
     initial_message: SendMessageRequestSchema.nullish(),
     llm_model: z.string().min(1).max(200).nullish(),
     selected_repository: RepositorySchema.nullish(),
@@ -71,7 +71,7 @@ export const StartRequestSchema = z
       .nullish(),
     pr_number: z.array(z.number().int().positive()).max(100).nullish(),
     agent_type: z.enum(["default", "plan"]).nullish(),
-    parent_conversation_id: z.string().regex(HEX_ID, "conversation ids are 32 hex characters or a UUID").nullish(),
+    parent_conversation_id: ConversationIdString.nullish(),
   })
   .openapi("AppConversationStartRequest");
 
@@ -131,11 +131,6 @@ export const AppConversationSchema = z
   })
   .openapi("AppConversation");
 
-const isoInstant = z.iso
-  .datetime({ offset: true })
-  .transform((value) => new Date(value).toISOString())
-  .openapi({ type: "string", format: "date-time" });
-
 export const CONVERSATION_SORT_ORDERS = [
   "CREATED_AT",
   "CREATED_AT_DESC",
@@ -148,10 +143,10 @@ export type ConversationSortOrder = (typeof CONVERSATION_SORT_ORDERS)[number];
 
 export const ConversationFilterSchema = z.object({
   title__contains: z.string().min(1).max(500).optional(),
-  created_at__gte: isoInstant.optional(),
-  created_at__lt: isoInstant.optional(),
-  updated_at__gte: isoInstant.optional(),
-  updated_at__lt: isoInstant.optional(),
+  created_at__gte: IsoInstantSchema.optional(),
+  created_at__lt: IsoInstantSchema.optional(),
+  updated_at__gte: IsoInstantSchema.optional(),
+  updated_at__lt: IsoInstantSchema.optional(),
   sandbox_id__eq: z.string().min(1).max(64).optional(),
 });
 
@@ -160,8 +155,8 @@ export const ConversationSortSchema = z.object({
 });
 
 export const StartTaskFilterSchema = z.object({
-  conversation_id__eq: z.string().regex(HEX_ID, "conversation ids are 32 hex characters or a UUID").optional(),
-  created_at__gte: isoInstant.optional(),
+  conversation_id__eq: ConversationIdString.optional(),
+  created_at__gte: IsoInstantSchema.optional(),
 });
 
 export const StartTaskSortSchema = z.object({

@@ -3,10 +3,13 @@ import { z } from "@hono/zod-openapi";
 export const SANDBOX_STATUSES = ["STARTING", "RUNNING", "PAUSED", "ERROR", "MISSING"] as const;
 export const SandboxStatusSchema = z.enum(SANDBOX_STATUSES).openapi("SandboxStatus");
 
-export const SandboxIdSchema = z
-  .string()
-  .regex(/^[A-Za-z0-9_-]{1,64}$/, "sandbox ids are 1 to 64 URL-safe characters")
-  .openapi({ param: { name: "sandbox_id", in: "path" }, example: "3f1c0e9a2b7d4c5e8f9a0b1c2d3e4f5a" });
+/** A sandbox id as a value (in a body or query); `SandboxIdSchema` is the path parameter. */
+export const SandboxIdString = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "sandbox ids are 1 to 64 URL-safe characters");
+
+export const SandboxIdSchema = SandboxIdString.openapi({
+  param: { name: "sandbox_id", in: "path" },
+  example: "3f1c0e9a2b7d4c5e8f9a0b1c2d3e4f5a",
+});
 
 export const ExposedUrlSchema = z.object({
   name: z.enum(["AGENT_SERVER", "WORKER_1", "WORKER_2"]),
