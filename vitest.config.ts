@@ -15,6 +15,8 @@ export default defineConfig({
           LLM_BASE_URL: `${inject("fakeLlmUrl")}/v1`,
           LLM_MODEL: "openai/unscripted",
           AGENT_MAX_ITERATIONS: "8",
+          EVENT_STREAM_HEARTBEAT_SECONDS: "0.5",
+          EVENT_STREAM_CLIENT_BUFFER_BYTES: "65536",
           FAKE_LLM_URL: inject("fakeLlmUrl"),
           LOCAL_SANDBOX_HOST_URL: inject("sandboxHostUrl"),
           SANDBOX_START_TIMEOUT_SECONDS: "20",

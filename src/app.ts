@@ -6,6 +6,7 @@ import { adminRouter } from "./api/admin";
 import { appConversationsRouter } from "./api/app-conversations";
 import { type AppEnv, newRouter } from "./api/app-env";
 import { eventsRouter } from "./api/events";
+import { liveEventsRouter } from "./api/live-events";
 import { RouteTable } from "./api/method-not-allowed";
 import { jsonBodyGuard } from "./api/middleware/body-guard";
 import { requestContext } from "./api/middleware/request-context";
@@ -51,6 +52,8 @@ export function createApp() {
   const api = newRouter();
   api.route("/sandbox-specs", sandboxSpecsRouter);
   api.route("/sandboxes", sandboxesRouter);
+  // The live routes first: they authenticate themselves (see live-events.ts).
+  api.route("/app-conversations", liveEventsRouter);
   api.route("/app-conversations", appConversationsRouter);
   api.route("/events", eventsRouter);
   api.all("/sandboxes/:sandbox_id/runtime/*", runtimeProxy);

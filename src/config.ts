@@ -20,6 +20,10 @@ export interface AppConfig {
   agentMaxIterations: number;
   /** The model for conversations that do not name one; empty when none is configured. */
   llmModel: string;
+  /** How often an idle Server-Sent Events stream gets a heartbeat comment. */
+  eventStreamHeartbeatSeconds: number;
+  /** Unsent bytes a live client may fall behind by before it is cut off (it resumes from its last id). */
+  eventStreamClientBufferBytes: number;
 }
 
 /** The id of the one user of single-user (local development) mode. */
@@ -61,5 +65,7 @@ export function readConfig(env: Env): AppConfig {
     },
     agentMaxIterations: positiveInt(env.AGENT_MAX_ITERATIONS, 500),
     llmModel: env.LLM_MODEL?.trim() ?? "",
+    eventStreamHeartbeatSeconds: positiveNumber(env.EVENT_STREAM_HEARTBEAT_SECONDS, 15),
+    eventStreamClientBufferBytes: positiveInt(env.EVENT_STREAM_CLIENT_BUFFER_BYTES, 4 * 1024 * 1024),
   };
 }

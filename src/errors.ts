@@ -27,12 +27,13 @@ export const ERROR_STATUS = {
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   VALIDATION_ERROR: 422,
+  UPGRADE_REQUIRED: 426,
   SANDBOX_LIMIT_REACHED: 429,
   INTERNAL_ERROR: 500,
   UPSTREAM_ERROR: 502,
   SERVICE_UNAVAILABLE: 503,
   PROVIDER_TOKENS_DISABLED: 503,
-} as const satisfies Record<string, 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 415 | 422 | 429 | 500 | 502 | 503>;
+} as const satisfies Record<string, 400 | 401 | 403 | 404 | 405 | 409 | 410 | 413 | 415 | 422 | 426 | 429 | 500 | 502 | 503>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 export type ErrorStatus = (typeof ERROR_STATUS)[ErrorCode];

@@ -13,6 +13,19 @@ export type EventCursor = [string, string, number];
 
 type EventRow = { seq: number; event_json: string; llm_json: string | null };
 
+/** An event as stored: its sequence number and its API JSON. */
+export type StoredEvent = { seq: number; event_json: string };
+
+/** The sequence number of the last event; 0 when there is none. */
+export function lastEventSeq(sql: SqlStorage): number {
+  return sql.exec<{ last: number }>("SELECT COALESCE(MAX(seq), 0) AS last FROM events").one().last;
+}
+
+/** Up to `limit` events after sequence number `seq`, oldest first, as stored. */
+export function eventsAfter(sql: SqlStorage, seq: number, limit: number): StoredEvent[] {
+  return sql.exec<StoredEvent>("SELECT seq, event_json FROM events WHERE seq > ? ORDER BY seq LIMIT ?", seq, limit).toArray();
+}
+
 /**
  * A conversation's event log: append-only rows in its object's SQLite, ordered by a sequence
  * number. An event's id is `<conversation id>-<sequence>`, so any event can be found from its id.
@@ -21,11 +34,13 @@ export class EventLog {
   constructor(
     private readonly sql: SqlStorage,
     private readonly conversationId: string,
+    /** Told after every append (live streams pick the new rows up from the table). */
+    private readonly onAppend: () => void = () => undefined,
   ) {}
 
   /** Appends an event; `llm` is what the model is shown for it, kept beside it, never in the API. */
   append(source: EventSource, kind: string, fields: Record<string, unknown>, llm?: unknown): ConversationEvent {
-    const seq = this.sql.exec<{ next: number }>("SELECT COALESCE(MAX(seq), 0) + 1 AS next FROM events").one().next;
+    const seq = lastEventSeq(this.sql) + 1;
     const event: ConversationEvent = {
       id: `${this.conversationId}-${seq}`,
       timestamp: new Date().toISOString(),
@@ -43,6 +58,7 @@ export class EventLog {
       JSON.stringify(event),
       llm === undefined ? null : JSON.stringify(llm),
     );
+    this.onAppend();
     return event;
   }
 

@@ -1,9 +1,22 @@
 import { DurableObject } from "cloudflare:workers";
 import { AgentRunner } from "../agent/runner";
+import { toValidationIssues } from "../api/app-env";
+import { SocketMessageSchema } from "../api/schemas/conversations";
 import { readConfig } from "../config";
 import { type EventCursor, EventLog, type EventQuery, type EventSortOrder } from "../conversation/event-log";
+import { errorFrame, LiveStreams, SOCKET_CLOSE } from "../conversation/live-streams";
 import { describeStartFailure, runStartStep, STEP_WORDS, type StepOutcome } from "../conversation/start-steps";
-import type { ConversationRecord, SendMessage, StartPlan, StartTaskRecord, StartTaskStatus } from "../conversation/types";
+import type {
+  ConversationEvent,
+  ConversationRecord,
+  SendMessage,
+  StartPlan,
+  StartTaskRecord,
+  StartTaskStatus,
+} from "../conversation/types";
+import { ApiError, type ErrorBody } from "../errors";
+import { requireRunningSandbox } from "../services/conversation-service";
+import { PROXY_USER_HEADER } from "../services/proxy-headers";
 import { applyMigrations } from "./migrations";
 
 const MIGRATIONS = [
@@ -102,10 +115,21 @@ export class ConversationDO extends DurableObject<Env> {
   private readonly watchers = new Set<(task: StartTaskRecord) => void>();
   private eventLog: EventLog | null = null;
   private runnerInstance: AgentRunner | null = null;
+  /** Set once the schema is in place, before any call is let in. */
+  private live!: LiveStreams;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ctx.blockConcurrencyWhile(async () => applyMigrations(ctx.storage, MIGRATIONS));
+    ctx.blockConcurrencyWhile(async () => {
+      applyMigrations(ctx.storage, MIGRATIONS);
+      const config = readConfig(env);
+      this.live = new LiveStreams(ctx, {
+        heartbeatMs: config.eventStreamHeartbeatSeconds * 1000,
+        clientBufferBytes: config.eventStreamClientBufferBytes,
+      });
+    });
+    // Keep-alive pings on the event socket are answered without waking a hibernating object.
+    ctx.setWebSocketAutoResponse(new WebSocketRequestResponsePair("ping", "pong"));
   }
 
   /** The event log; its ids carry the conversation id, known once the task or conversation is. */
@@ -114,7 +138,7 @@ export class ConversationDO extends DurableObject<Env> {
       const id =
         this.getConversation()?.id ??
         (JSON.parse(this.taskRow()?.plan_json ?? '{"conversation_id":""}') as { conversation_id: string }).conversation_id;
-      this.eventLog = new EventLog(this.ctx.storage.sql, id);
+      this.eventLog = new EventLog(this.ctx.storage.sql, id, () => this.live.appended());
     }
     return this.eventLog;
   }
@@ -233,6 +257,7 @@ export class ConversationDO extends DurableObject<Env> {
 
   /** Forgets the conversation, its start task and its events; a running agent stops at its next step. */
   async destroy(): Promise<void> {
+    this.live.closeAll({ code: "CONVERSATION_NOT_FOUND", detail: "The conversation was deleted." });
     this.ctx.storage.transactionSync(() => {
       for (const table of ["conversation", "start_task", "events", "tool_calls", "file_history"]) {
         this.ctx.storage.sql.exec(`DELETE FROM ${table}`);
@@ -293,6 +318,120 @@ export class ConversationDO extends DurableObject<Env> {
 
   getEvents(seqs: number[]): string {
     return JSON.stringify(this.getConversation() === null ? [] : this.events.bySeq(seqs));
+  }
+
+  // ---- live streams --------------------------------------------------------------------------
+
+  /** The full state a socket gets first: a ConversationStateUpdateEvent with key `full_state`. */
+  private fullState(record: ConversationRecord): ConversationEvent {
+    return {
+      id: crypto.randomUUID(),
+      timestamp: new Date().toISOString(),
+      source: "environment",
+      kind: "ConversationStateUpdateEvent",
+      key: "full_state",
+      value: { ...record, last_event_seq: this.live.lastSeq },
+    };
+  }
+
+  /**
+   * Where a stream starts: after `after` (a sequence number the caller checked is not negative),
+   * or an answer saying why it cannot.
+   */
+  private streamStart(userId: string, after: number): { record: ConversationRecord } | { error: ErrorBody } {
+    const record = this.getConversation();
+    if (record === null || record.created_by_user_id !== userId) {
+      return { error: { code: "CONVERSATION_NOT_FOUND", detail: "No conversation with this id." } };
+    }
+    const last = this.live.lastSeq;
+    if (after > last) {
+      const detail = `The last event id ${after} is past the end of this conversation's events (the last is ${last}).`;
+      return { error: { code: "VALIDATION_ERROR", detail } };
+    }
+    return { record };
+  }
+
+  /** Server-Sent Events of the events after `after`, then live. */
+  openEventStream(userId: string, after: number): { stream: ReadableStream<Uint8Array> } | { error: ErrorBody } {
+    const start = this.streamStart(userId, after);
+    if ("error" in start) return start;
+    return { stream: this.live.openSse(after) };
+  }
+
+  /**
+   * The event socket (a WebSocket upgrade the Worker authenticated): `?after=<seq>` replays the
+   * history after it. A problem is told in an error frame, then the socket closes with its code.
+   */
+  override async fetch(request: Request): Promise<Response> {
+    if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response(null, { status: 426 });
+    const userId = request.headers.get(PROXY_USER_HEADER) ?? "";
+    const afterParam = new URL(request.url).searchParams.get("after");
+    const after = afterParam === null ? null : Number(afterParam);
+    const { 0: client, 1: server } = new WebSocketPair();
+    const start = this.streamStart(userId, after ?? 0);
+    if ("error" in start) {
+      server.accept();
+      server.send(errorFrame(start.error));
+      server.close(
+        start.error.code === "VALIDATION_ERROR" ? SOCKET_CLOSE.INVALID_REQUEST : SOCKET_CLOSE.NOT_FOUND,
+        start.error.code,
+      );
+    } else {
+      this.live.acceptSocket(server, { user_id: userId }, this.fullState(start.record), after);
+    }
+    return new Response(null, { status: 101, webSocket: client });
+  }
+
+  override async webSocketMessage(socket: WebSocket, message: string | ArrayBuffer): Promise<void> {
+    const problem = await this.socketMessage(socket, message);
+    if (problem === null) return;
+    try {
+      socket.send(errorFrame(problem));
+      if (problem.code === "CONVERSATION_NOT_FOUND") socket.close(SOCKET_CLOSE.NOT_FOUND, problem.code);
+    } catch {
+      // The socket closed meanwhile.
+    }
+  }
+
+  /** A client message is a user message, on the same path as `send-message`; null when taken. */
+  private async socketMessage(socket: WebSocket, message: string | ArrayBuffer): Promise<ErrorBody | null> {
+    if (typeof message !== "string") {
+      return { code: "UNSUPPORTED_MEDIA_TYPE", detail: "Send messages as JSON text frames." };
+    }
+    const limit = readConfig(this.env).maxBodyBytes;
+    if (message.length > limit) return { code: "PAYLOAD_TOO_LARGE", detail: `A message exceeds the limit of ${limit} bytes.` };
+    let input: unknown;
+    try {
+      input = JSON.parse(message);
+    } catch {
+      return { code: "MALFORMED_JSON", detail: "The message is not valid JSON." };
+    }
+    const parsed = SocketMessageSchema.safeParse(input);
+    if (!parsed.success) return { code: "VALIDATION_ERROR", detail: toValidationIssues("json", parsed.error.issues, input) };
+    const { user_id } = socket.deserializeAttachment() as { user_id: string };
+    const record = this.getConversation();
+    if (record === null || record.created_by_user_id !== user_id) {
+      return { code: "CONVERSATION_NOT_FOUND", detail: "No conversation with this id." };
+    }
+    try {
+      await requireRunningSandbox(this.env, record);
+      await this.sendMessage({ role: "user", content: parsed.data.content }, parsed.data.run ?? true);
+      return null;
+    } catch (error) {
+      if (error instanceof ApiError) return error.toBody();
+      console.error(
+        JSON.stringify({ level: "error", msg: "socket message failed", conversation_id: record.id, error: String(error) }),
+      );
+      return { code: "INTERNAL_ERROR", detail: "The message could not be taken; try again." };
+    }
+  }
+
+  override async webSocketClose(socket: WebSocket, code: number, reason: string): Promise<void> {
+    try {
+      socket.close(code === 1005 || code === 1006 ? 1000 : code, reason);
+    } catch {
+      // Already closed.
+    }
   }
 
   override async alarm(): Promise<void> {

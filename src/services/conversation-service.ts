@@ -97,7 +97,7 @@ export function deriveTitle(message: SendMessage | null, conversationId: string)
 }
 
 /** The caller's conversation record, or a 404. */
-async function requireOwnedConversation(env: Env, userId: string, id: string): Promise<ConversationRecord> {
+export async function requireOwnedConversation(env: Env, userId: string, id: string): Promise<ConversationRecord> {
   const normalized = normalizeId(id);
   if (normalized === null) throw notFound();
   const [row] = await accountOf(env, userId).conversationRows([normalized]);
@@ -339,7 +339,7 @@ export async function getStartTasks(env: Env, userId: string, ids: string[], ori
 // ---- the agent -------------------------------------------------------------------------------
 
 /** The conversation's sandbox, which must be RUNNING for the agent to work (else a 409). */
-async function requireRunningSandbox(env: Env, record: ConversationRecord): Promise<SandboxRecord> {
+export async function requireRunningSandbox(env: Env, record: ConversationRecord): Promise<SandboxRecord> {
   const sandbox = await sandboxOf(env, record.sandbox_id).get();
   if (sandbox === null || sandbox.user_id !== record.created_by_user_id) {
     throw new ApiError(

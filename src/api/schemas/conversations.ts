@@ -56,6 +56,19 @@ export const SendMessageRequestSchema = z
   })
   .openapi("SendMessageRequest");
 
+/**
+ * A client message on the event socket: a user message, its content as text or as the content
+ * list of `send-message`; it runs the agent unless `run` is false.
+ */
+export const SocketMessageSchema = z.object({
+  role: z.literal("user"),
+  content: z.union([
+    nonBlank(200_000).transform((text) => [{ type: "text" as const, text }]),
+    z.array(MessageContentSchema).min(1, "a message needs content").max(50),
+  ]),
+  run: z.boolean().optional(),
+});
+
 export const StartRequestSchema = z
   .object({
     sandbox_id: SandboxIdString.nullish(),
