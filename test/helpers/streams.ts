@@ -126,11 +126,8 @@ export class SseClient {
 
   /** Stops reading (after the read in flight): the server sees a client that does not keep up. */
   pause(): void {
-    let resume = () => undefined as void;
-    const promise = new Promise<void>((resolve) => {
-      resume = resolve;
-    });
-    this.paused = { promise, resume };
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.paused = { promise, resume: resolve };
   }
 
   resume(): void {
