@@ -27,14 +27,17 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, 
   throw new Error("timed out");
 }
 
-/** Runs the Worker with `wrangler dev` (single-user, local state in `persistDir`) for a benchmark. */
+/** Runs the Worker (or another `config`) with `wrangler dev` (single-user, local state in `persistDir`) for a benchmark. */
 export async function startWorker(
   port: number,
   persistDir: string,
   vars: Record<string, string>,
+  config = "wrangler.toml",
 ): Promise<{ url: string; stop(): void }> {
   const args = [
     "dev",
+    "--config",
+    config,
     "--port",
     String(port),
     "--persist-to",
@@ -50,7 +53,8 @@ export async function startWorker(
     detached: true,
   });
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(async () => (await fetch(`${url}/health`)).ok, 60_000, 100);
+  // Any answer means it serves (the floor worker has no /health).
+  await waitFor(async () => (await fetch(`${url}/health`)).status < 500, 60_000, 100);
   return {
     url,
     stop: () => {
