@@ -119,7 +119,9 @@ export class LiveStreams {
 
   private sendToSocket(socket: WebSocket, text: string): void {
     try {
-      // `bufferedAmount` is what the runtime holds for a reader that does not keep up.
+      // `bufferedAmount` is what the runtime holds for a reader that does not keep up. The workerd
+      // in use does not report it yet (cloudflare/workerd#988): until it does, the runtime's send
+      // queue holds a stalled reader's backlog, outside this object's memory.
       const buffered = (socket as { bufferedAmount?: unknown }).bufferedAmount;
       if (typeof buffered === "number" && buffered > this.options.clientBufferBytes) {
         socket.close(SOCKET_CLOSE.TOO_SLOW, "Too far behind; reconnect with after=<last sequence number>.");
