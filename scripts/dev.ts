@@ -7,7 +7,7 @@
  * PROVIDER_TOKEN_KEY (which encrypts stored git tokens) defaults to a random key made once and
  * kept in .wrangler/, so that tokens stored locally still decrypt after a restart.
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -16,6 +16,8 @@ import { startSandboxHost } from "./sandbox-host.ts";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const port = process.env.PORT ?? "8787";
+// The web console the Worker serves at /.
+execFileSync(join(root, "node_modules", ".bin", "vite"), ["build", "web", "--logLevel", "warn"], { cwd: root, stdio: "inherit" });
 const host = await startSandboxHost({ root: join(root, ".sandboxes"), port: Number(process.env.SANDBOX_HOST_PORT ?? 0) });
 console.log(`local sandbox host on ${host.url}`);
 
