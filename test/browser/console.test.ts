@@ -125,6 +125,38 @@ describe("the web console", () => {
     await page.close();
   });
 
+  it("asks for an API key where keys are required, shows a wrong key's error, and works live with the right one", async () => {
+    const keyed = inject("keyedConsoleUrl");
+    const created = await fetch(`${keyed}/api/v1/admin/users`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${inject("adminToken")}`, "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "console", email: "console@example.com" }),
+    });
+    expect(created.status).toBe(201);
+    const { api_key } = (await created.json()) as { api_key: { key: string } };
+    const model = await scriptModel("console-keyed", [call("finish", { message: "signed-in run" })]);
+
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    await page.goto(`${keyed}/`);
+    await page.getByLabel("API key").fill("ohk_not-a-real-key");
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toContain("not valid");
+    await shot(page, "sign-in-error");
+    await page.getByLabel("API key").fill(api_key.key);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("heading", { name: "Conversations" }).waitFor();
+    // The key is in the tab's session storage, not in the page's address.
+    expect(page.url()).not.toContain(api_key.key);
+
+    const id = await startFromPage(page, "Run signed in", model);
+    // The live view's socket authenticates with the key as a query parameter.
+    await expect
+      .poll(() => page.getByRole("list", { name: "Events" }).getByText("signed-in run").count(), { timeout: 60_000 })
+      .toBeGreaterThan(0);
+    expect(id).toMatch(/^[0-9a-f]{32}$/);
+    await page.close();
+  });
+
   it("fits a phone-sized screen, with every control named", async () => {
     const page = await browser.newPage({ viewport: { width: 390, height: 844 }, isMobile: true });
     await page.goto(`${url}/#/new`);

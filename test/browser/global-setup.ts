@@ -10,6 +10,9 @@ import { startFakeLlm } from "../node/fake-llm.ts";
 declare module "vitest" {
   export interface ProvidedContext {
     consoleUrl: string;
+    /** The same service with API keys required, and its operator token. */
+    keyedConsoleUrl: string;
+    adminToken: string;
     fakeLlmUrl: string;
   }
 }
@@ -26,10 +29,20 @@ export default async function setup(project: TestProject) {
     LLM_BASE_URL: `${llm.url}/v1`,
     AGENT_MAX_ITERATIONS: "20",
   });
+  // A second instance with API keys required (secrets reach wrangler through its environment).
+  process.env.ADMIN_TOKEN = "console-test-admin-token-0123456789";
+  const keyed = await startWorker(8796, join(scratch, "keyed-state"), {
+    AUTH_MODE: "api-key",
+    LOCAL_SANDBOX_HOST_URL: host.url,
+    LLM_BASE_URL: `${llm.url}/v1`,
+  });
   project.provide("consoleUrl", worker.url);
+  project.provide("keyedConsoleUrl", keyed.url);
+  project.provide("adminToken", process.env.ADMIN_TOKEN);
   project.provide("fakeLlmUrl", llm.url);
   return async () => {
     worker.stop();
+    keyed.stop();
     await Promise.all([host.close(), llm.close()]);
     rmSync(scratch, { recursive: true, force: true });
   };
