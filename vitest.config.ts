@@ -33,6 +33,8 @@ export default defineConfig({
   ],
   test: {
     include: ["test/**/*.test.ts"],
+    // The browser tests run in Node against wrangler dev (vitest.browser.config.ts).
+    exclude: ["test/browser/**"],
     globalSetup: ["./test/node/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
