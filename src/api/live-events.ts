@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import { SOCKET_CLOSE } from "../conversation/live-streams";
+import { refusedSocket, SOCKET_CLOSE } from "../conversation/live-streams";
 import { ApiError, validationError } from "../errors";
-import { openEventSocket, openEventStream, parseEventPosition, refusedSocket } from "../services/live-event-service";
+import { openEventSocket, openEventStream, parseEventPosition } from "../services/live-event-service";
 import { type AppEnv, newRouter } from "./app-env";
 import { authenticate, requireUser } from "./middleware/auth";
 import { errorResponses } from "./schemas/common";
@@ -42,7 +42,7 @@ const stream = createRoute({
 
 const SOCKET_PATH = "/{conversation_id}/events/socket";
 
-function streamStart(raw: string | undefined, conversationId: string, loc: (string | number)[]): number {
+function positionFrom(raw: string | undefined, conversationId: string, loc: (string | number)[]): number {
   if (raw === undefined) return 0;
   const after = parseEventPosition(raw, conversationId);
   if (after === null) throw validationError(loc, "must be an event sequence number or an event id of this conversation");
@@ -71,7 +71,7 @@ async function socket(c: Context<AppEnv>): Promise<Response> {
     if (resendAll !== undefined && resendAll !== "true" && resendAll !== "false") {
       throw validationError(["query", "resend_all"], "must be true or false");
     }
-    const after = afterRaw !== undefined ? streamStart(afterRaw, id, ["query", "after"]) : resendAll === "true" ? 0 : null;
+    const after = afterRaw !== undefined ? positionFrom(afterRaw, id, ["query", "after"]) : resendAll === "true" ? 0 : null;
     return await openEventSocket(c.env, userId, id, after);
   } catch (error) {
     if (error instanceof ApiError && error.code === "VALIDATION_ERROR") {
@@ -94,8 +94,8 @@ export const liveEventsRouter = router
     const header = c.req.header("Last-Event-ID");
     const after =
       header !== undefined
-        ? streamStart(header, id, ["header", "Last-Event-ID"])
-        : streamStart(c.req.valid("query").last_event_id, id, ["query", "last_event_id"]);
+        ? positionFrom(header, id, ["header", "Last-Event-ID"])
+        : positionFrom(c.req.valid("query").last_event_id, id, ["query", "last_event_id"]);
     const body = await openEventStream(c.env, c.var.userId, id, after);
     return new Response(body, {
       status: 200,

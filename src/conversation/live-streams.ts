@@ -43,6 +43,18 @@ export function errorFrame(body: ErrorBody): string {
 }
 
 /**
+ * A socket that only says why it cannot be served: an error frame, then a close with `code`.
+ * Browsers see neither the status nor the body of a refused upgrade.
+ */
+export function refusedSocket(code: number, body: ErrorBody): Response {
+  const { 0: client, 1: server } = new WebSocketPair();
+  server.accept();
+  server.send(errorFrame(body));
+  server.close(code, body.code);
+  return new Response(null, { status: 101, webSocket: client });
+}
+
+/**
  * The live readers of one conversation's event log: hibernatable WebSockets (held by the
  * runtime, so an idle object can leave memory) and Server-Sent Events streams (held here).
  *

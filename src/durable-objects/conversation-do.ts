@@ -4,7 +4,7 @@ import { toValidationIssues } from "../api/app-env";
 import { SocketMessageSchema } from "../api/schemas/conversations";
 import { readConfig } from "../config";
 import { type EventCursor, EventLog, type EventQuery, type EventSortOrder } from "../conversation/event-log";
-import { errorFrame, LiveStreams, SOCKET_CLOSE } from "../conversation/live-streams";
+import { errorFrame, LiveStreams, refusedSocket, SOCKET_CLOSE } from "../conversation/live-streams";
 import { describeStartFailure, runStartStep, STEP_WORDS, type StepOutcome } from "../conversation/start-steps";
 import type {
   ConversationEvent,
@@ -367,18 +367,13 @@ export class ConversationDO extends DurableObject<Env> {
     const userId = request.headers.get(PROXY_USER_HEADER) ?? "";
     const afterParam = new URL(request.url).searchParams.get("after");
     const after = afterParam === null ? null : Number(afterParam);
-    const { 0: client, 1: server } = new WebSocketPair();
     const start = this.streamStart(userId, after ?? 0);
     if ("error" in start) {
-      server.accept();
-      server.send(errorFrame(start.error));
-      server.close(
-        start.error.code === "VALIDATION_ERROR" ? SOCKET_CLOSE.INVALID_REQUEST : SOCKET_CLOSE.NOT_FOUND,
-        start.error.code,
-      );
-    } else {
-      this.live.acceptSocket(server, { user_id: userId }, this.fullState(start.record), after);
+      const code = start.error.code === "VALIDATION_ERROR" ? SOCKET_CLOSE.INVALID_REQUEST : SOCKET_CLOSE.NOT_FOUND;
+      return refusedSocket(code, start.error);
     }
+    const { 0: client, 1: server } = new WebSocketPair();
+    this.live.acceptSocket(server, { user_id: userId }, this.fullState(start.record), after);
     return new Response(null, { status: 101, webSocket: client });
   }
 

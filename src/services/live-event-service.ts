@@ -1,5 +1,5 @@
-import { SOCKET_CLOSE } from "../conversation/live-streams";
-import { ApiError, type ErrorBody, validationError } from "../errors";
+import { refusedSocket, SOCKET_CLOSE } from "../conversation/live-streams";
+import { ApiError, validationError } from "../errors";
 import { conversationOf, requireOwnedConversation } from "./conversation-service";
 import { PROXY_USER_HEADER } from "./proxy-headers";
 
@@ -26,18 +26,6 @@ export async function openEventStream(env: Env, userId: string, id: string, afte
     throw new ApiError(code, detail);
   }
   return opened.stream;
-}
-
-/**
- * A socket that only says why it cannot be served: an error frame (the API's error body), then
- * a close with `code`. Browsers see neither the status nor the body of a refused upgrade.
- */
-export function refusedSocket(code: number, body: ErrorBody): Response {
-  const { 0: client, 1: server } = new WebSocketPair();
-  server.accept();
-  server.send(JSON.stringify(body));
-  server.close(code, body.code);
-  return new Response(null, { status: 101, webSocket: client });
 }
 
 /** Hands an authenticated socket upgrade to the conversation's object. */
