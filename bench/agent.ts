@@ -17,6 +17,34 @@ const STEPS = 100;
 const FLOOR_RUNS = 200;
 const TARGET_P50_MS = 15;
 
+/** Reads Server-Sent Events until the execution status becomes finished, error or stuck. */
+async function untilExecutionEnds(stream: Response): Promise<string> {
+  if (stream.body === null) throw new Error("no event stream");
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of stream.body) {
+    buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+    let end = buffer.indexOf("\n\n");
+    while (end !== -1) {
+      const data = buffer
+        .slice(0, end)
+        .split("\n")
+        .filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).trim())
+        .join("\n");
+      buffer = buffer.slice(end + 2);
+      end = buffer.indexOf("\n\n");
+      if (data === "") continue;
+      const event = JSON.parse(data) as { kind: string; key?: string; value?: unknown };
+      if (event.kind === "ConversationStateUpdateEvent" && event.key === "execution_status") {
+        // Leaving the loop cancels the stream.
+        if (event.value === "finished" || event.value === "error" || event.value === "stuck") return event.value;
+      }
+    }
+  }
+  throw new Error("the event stream ended before the run did");
+}
+
 const scratch = mkdtempSync(join(tmpdir(), "bench-agent-"));
 const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
 const llm = await startFakeLlm();
@@ -77,18 +105,14 @@ try {
     60_000,
     20,
   );
+  // The end is read from the live event stream (as a client would), not by polling: polling
+  // would load the same object the loop runs in.
+  const stream = await api(`/app-conversations/${conversationId}/events/stream`);
+  const finished = untilExecutionEnds(stream);
   const started = performance.now();
   await post(`/app-conversations/${conversationId}/send-message`, { content: [{ type: "text", text: "go" }] });
-  await waitFor(
-    async () => {
-      const conversation = (await (await api(`/app-conversations/${conversationId}`)).json()) as { execution_status: string };
-      if (conversation.execution_status === "error" || conversation.execution_status === "stuck")
-        throw new Error(conversation.execution_status);
-      return conversation.execution_status === "finished";
-    },
-    300_000,
-    10,
-  );
+  const final = await finished;
+  if (final !== "finished") throw new Error(`the conversation ended ${final}`);
   const endToEnd = performance.now() - started;
 
   // Step times from the event log: one observation to the next spans a model turn and a tool call.

@@ -6,10 +6,10 @@ import { createLlmProvider, LlmError, type LlmTurn } from "./llm";
 import { systemPrompt } from "./prompt";
 import { agentTools, isReadOnlyCall, runTool, type ToolOutcome, type TrackedTask } from "./tools";
 
+/** While the agent waits on the model, its sandbox hears of it at least this often. */
+const MAX_ACTIVITY_INTERVAL_MS = 30_000;
 /** How many identical (action, result) pairs in a row make the agent `stuck`. */
 export const STUCK_REPEATS = 4;
-/** While the agent waits on the model, its sandbox is marked active this often. */
-const ACTIVITY_INTERVAL_MS = 30_000;
 
 type ToolCallRow = {
   tool_call_id: string;
@@ -44,6 +44,10 @@ export interface RunnerHost {
  */
 export class AgentRunner {
   private looping = false;
+  /** When this instance last marked the sandbox active for a model call. */
+  private activityMarkedAt = 0;
+  /** How often the sandbox must hear of a model call: a third of its idle timeout, at most 30 s. */
+  private activityIntervalMs: number | null = null;
 
   constructor(private readonly host: RunnerHost) {}
 
@@ -159,20 +163,30 @@ export class AgentRunner {
     } catch (error) {
       return this.sandboxFailure(error);
     }
-    if (this.host.sql.exec("SELECT 1 FROM events WHERE kind = 'SystemPromptEvent' LIMIT 1").toArray().length === 0) {
-      this.host.events.append("agent", "SystemPromptEvent", {
-        system_prompt: systemPrompt(record, workdir),
-        tools: Object.keys(agentTools(record.agent_type)),
-      });
-    }
+    const system = systemPrompt(record, workdir);
     const tools: ToolSet = agentTools(record.agent_type);
+    if (this.host.sql.exec("SELECT 1 FROM events WHERE kind = 'SystemPromptEvent' LIMIT 1").toArray().length === 0) {
+      this.host.events.append("agent", "SystemPromptEvent", { system_prompt: system, tools: Object.keys(tools) });
+    }
+    // Tool calls mark the sandbox active as they pass through it. A model call marks it here, at
+    // most once per interval (a fast loop need not pay a call to the sandbox per turn), and
+    // again every interval while it lasts, so that idle pause never cuts a run.
     const sandbox = this.host.env.SANDBOX.getByName(record.sandbox_id);
-    const keepAlive = setInterval(() => void sandbox.markActivity().catch(() => undefined), ACTIVITY_INTERVAL_MS);
+    const markActive = () => {
+      this.activityMarkedAt = Date.now();
+      return sandbox.markActivity().catch(() => null);
+    };
+    if (this.activityIntervalMs === null) {
+      const answer = await markActive();
+      this.activityIntervalMs = Math.min(MAX_ACTIVITY_INTERVAL_MS, (answer?.idle_timeout_ms ?? Number.POSITIVE_INFINITY) / 3);
+    } else if (Date.now() - this.activityMarkedAt >= this.activityIntervalMs) {
+      void markActive();
+    }
+    const keepAlive = setInterval(() => void markActive(), this.activityIntervalMs);
     let turn: LlmTurn;
     try {
-      await sandbox.markActivity().catch(() => undefined);
       turn = await createLlmProvider(model, this.host.env).complete({
-        system: systemPrompt(record, workdir),
+        system,
         messages: this.messages(),
         tools,
       });

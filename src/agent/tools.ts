@@ -1,4 +1,4 @@
-import { type ToolSet, tool } from "ai";
+import { type ToolSet, tool, zodSchema } from "ai";
 import { z } from "zod";
 import type { AgentType } from "../conversation/types";
 import { RuntimeCallError, type RuntimeClient } from "../sandbox/runtime-client";
@@ -58,26 +58,41 @@ const FinishInput = z.object({ message: z.string().describe("What was done, for 
 
 export type TrackedTask = z.infer<typeof TaskSchema>;
 
-export function agentTools(agentType: AgentType): ToolSet {
+function buildTools(agentType: AgentType): ToolSet {
   const editorScope = agentType === "plan" ? " In plan mode, only PLAN.md in the working directory may be changed." : "";
   const tools: ToolSet = {
     file_editor: tool({
       description: `View, create and edit files. view shows a file with line numbers, or lists a directory two levels deep. str_replace replaces one exact, unique occurrence. undo_edit reverts the last edit of a file.${editorScope}`,
-      inputSchema: FileEditorInput,
+      inputSchema: zodSchema(FileEditorInput),
     }),
     task_tracker: tool({
       description: "Keep a plan of the work: plan replaces the task list, view shows it.",
-      inputSchema: TaskTrackerInput,
+      inputSchema: zodSchema(TaskTrackerInput),
     }),
-    think: tool({ description: "Think through a problem; changes nothing.", inputSchema: ThinkInput }),
-    finish: tool({ description: "Finish the task, with a summary for the user.", inputSchema: FinishInput }),
+    think: tool({ description: "Think through a problem; changes nothing.", inputSchema: zodSchema(ThinkInput) }),
+    finish: tool({ description: "Finish the task, with a summary for the user.", inputSchema: zodSchema(FinishInput) }),
   };
   if (agentType === "default") {
     tools.terminal = tool({
       description:
         "Run a bash command in a persistent shell in the sandbox: the working directory and exported variables carry over between calls. Long output is truncated. Commands run non-interactively to completion.",
-      inputSchema: TerminalInput,
+      inputSchema: zodSchema(TerminalInput),
     });
+  }
+  return tools;
+}
+
+const toolSets = new Map<AgentType, ToolSet>();
+
+/**
+ * The tools of an agent type. Built once per isolate: their JSON schemas are computed on first
+ * use and then reused by every model call (the AI SDK caches them on the schema wrapper).
+ */
+export function agentTools(agentType: AgentType): ToolSet {
+  let tools = toolSets.get(agentType);
+  if (tools === undefined) {
+    tools = buildTools(agentType);
+    toolSets.set(agentType, tools);
   }
   return tools;
 }

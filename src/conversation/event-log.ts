@@ -13,6 +13,9 @@ export type EventCursor = [string, string, number];
 
 type EventRow = { seq: number; event_json: string; llm_json: string | null };
 
+/** An event with what the model is shown of it. */
+export type HistoryEntry = { readonly event: ConversationEvent; readonly llm: unknown };
+
 /** An event as stored: its sequence number and its API JSON. */
 export type StoredEvent = { seq: number; event_json: string };
 
@@ -31,6 +34,9 @@ export function eventsAfter(sql: SqlStorage, seq: number, limit: number): Stored
  * number. An event's id is `<conversation id>-<sequence>`, so any event can be found from its id.
  */
 export class EventLog {
+  private readonly parsed: HistoryEntry[] = [];
+  private parsedUpTo = 0;
+
   constructor(
     private readonly sql: SqlStorage,
     private readonly conversationId: string,
@@ -62,19 +68,37 @@ export class EventLog {
     return event;
   }
 
-  /** Every event with what the model sees of it, oldest first. */
-  history(): { event: ConversationEvent; llm: unknown }[] {
-    return this.sql
-      .exec<EventRow>("SELECT seq, event_json, llm_json FROM events ORDER BY seq")
-      .toArray()
-      .map((row) => ({
+  /**
+   * Every event with what the model sees of it, oldest first. Parsed rows are kept: each call
+   * reads and parses only the rows appended since the last one (the log is append-only). Not
+   * for use inside a transaction that may roll back. The entries are shared: do not change them.
+   */
+  history(): readonly HistoryEntry[] {
+    const rows = this.sql
+      .exec<EventRow>("SELECT seq, event_json, llm_json FROM events WHERE seq > ? ORDER BY seq", this.parsedUpTo)
+      .toArray();
+    for (const row of rows) {
+      this.parsed.push({
         event: JSON.parse(row.event_json) as ConversationEvent,
         llm: row.llm_json === null ? undefined : (JSON.parse(row.llm_json) as unknown),
-      }));
+      });
+      this.parsedUpTo = row.seq;
+    }
+    return this.parsed;
+  }
+
+  /** Deletes every event (the conversation is deleted). */
+  clear(): void {
+    this.sql.exec("DELETE FROM events");
+    this.parsed.length = 0;
+    this.parsedUpTo = 0;
   }
 
   all(): ConversationEvent[] {
-    return this.history().map((entry) => entry.event);
+    return this.sql
+      .exec<StoredEvent>("SELECT seq, event_json FROM events ORDER BY seq")
+      .toArray()
+      .map((row) => JSON.parse(row.event_json) as ConversationEvent);
   }
 
   bySeq(seqs: number[]): ConversationEvent[] {

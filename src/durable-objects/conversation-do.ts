@@ -259,7 +259,8 @@ export class ConversationDO extends DurableObject<Env> {
   async destroy(): Promise<void> {
     this.live.closeAll({ code: "CONVERSATION_NOT_FOUND", detail: "The conversation was deleted." });
     this.ctx.storage.transactionSync(() => {
-      for (const table of ["conversation", "start_task", "events", "tool_calls", "file_history"]) {
+      this.events.clear();
+      for (const table of ["conversation", "start_task", "tool_calls", "file_history"]) {
         this.ctx.storage.sql.exec(`DELETE FROM ${table}`);
       }
       this.ctx.storage.sql.exec("UPDATE agent SET pause_requested = 0, iterations = 0, workdir = NULL, tasks_json = '[]'");

@@ -283,12 +283,23 @@ export class SandboxDO extends DurableObject<Env> {
    * Written at most once a second: idle timeouts are minutes, and a write per proxied call
    * would cost every call a storage round.
    */
-  markActivity(): void {
+  private recordActivity(): void {
     const now = Date.now();
     this.lastActivity = now;
     if (now - this.lastActivityWrite < 1000) return;
     this.lastActivityWrite = now;
     this.ctx.storage.sql.exec("UPDATE sandbox SET last_activity_at = ?", now);
+  }
+
+  /**
+   * Activity from outside (a running agent waiting on its model). Answers the sandbox's idle
+   * timeout, so that the caller knows how often it must say so; null when there is no sandbox.
+   */
+  markActivity(): { idle_timeout_ms: number } | null {
+    const row = this.ctx.storage.sql.exec<{ idle_timeout_ms: number }>("SELECT idle_timeout_ms FROM sandbox").toArray()[0];
+    if (row === undefined) return null;
+    this.recordActivity();
+    return { idle_timeout_ms: row.idle_timeout_ms };
   }
 
   /** The latest activity: this instance's memory, else the stored value (at most 1 s older). */
@@ -320,7 +331,7 @@ export class SandboxDO extends DurableObject<Env> {
         { status: 409 },
       );
     }
-    this.markActivity();
+    this.recordActivity();
     const url = new URL(request.url);
     const headers = new Headers(request.headers);
     headers.delete(PROXY_SESSION_KEY_HEADER);

@@ -2,6 +2,7 @@ import { env, evictDurableObject, runDurableObjectAlarm } from "cloudflare:test"
 import { describe, expect, it } from "vitest";
 import { createLlmProvider, LlmError } from "../../src/agent/llm";
 import { call, createUser, json } from "../helpers/api";
+import { callWith } from "../helpers/configured";
 import {
   conversationEvents,
   modelRequests,
@@ -200,6 +201,30 @@ describe("the agent loop", () => {
     expect((await post(user.key, `/api/v1/app-conversations/${conversation.id}/run`)).status).toBe(200);
     await waitForExecution(user.key, conversation.id, ["finished"]);
     expect((await sandboxShell(user.key, conversation.sandbox_id, "cat out.txt")).stdout).toBe("after-resume\n");
+  });
+
+  it("keeps its sandbox from idle pause while it waits on a model call longer than the idle timeout", async () => {
+    const user = await createUser();
+    const started = await callWith({ SANDBOX_IDLE_TIMEOUT_SECONDS: "1" }, "/api/v1/sandboxes?sandbox_spec_id=slim", {
+      method: "POST",
+      headers: { Authorization: `Bearer ${user.key}` },
+    });
+    const sandbox = await json<{ id: string }>(started);
+    await waitForStatus(user.key, sandbox.id, ["RUNNING"]);
+    const { llmModel, name } = await scriptModel([{ delay_ms: 2500, ...finish }]);
+    const conversation = await readyConversation(user.key, {
+      llm_model: llmModel,
+      sandbox_id: sandbox.id,
+      initial_message: userMessage("take your time"),
+    });
+    await until(async () => (await modelRequests(name)).length === 1);
+    // The model has been thinking for longer than the idle timeout when the idle check runs.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await runDurableObjectAlarm(env.SANDBOX.getByName(sandbox.id));
+    expect((await waitForStatus(user.key, sandbox.id, ["RUNNING", "PAUSED"])).status).toBe("RUNNING");
+    expect((await waitForExecution(user.key, conversation.id, ["finished", "error", "paused"])).execution_status).toBe(
+      "finished",
+    );
   });
 
   it("plan agents change only PLAN.md and have no terminal", async () => {
