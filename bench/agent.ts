@@ -11,7 +11,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startSandboxHost } from "../scripts/sandbox-host.ts";
 import { startFakeLlm } from "../test/node/fake-llm.ts";
-import { FLOOR_TOKEN, machine, ms, percentile, ROOT, spawnFloorRuntime, startWorker, waitFor } from "./lib.ts";
+import {
+  benchHost,
+  describeHost,
+  FLOOR_TOKEN,
+  machine,
+  ms,
+  percentile,
+  ROOT,
+  spawnFloorRuntime,
+  startWorker,
+  waitFor,
+} from "./lib.ts";
 
 const STEPS = 100;
 const FLOOR_RUNS = 200;
@@ -48,10 +59,10 @@ async function untilExecutionEnds(stream: Response): Promise<string> {
 const scratch = mkdtempSync(join(tmpdir(), "bench-agent-"));
 const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
 const llm = await startFakeLlm();
-process.env.LLM_API_KEY = "bench-llm-key-0123456789";
 const worker = await startWorker(8791, join(scratch, "state"), {
   LOCAL_SANDBOX_HOST_URL: host.url,
   LLM_BASE_URL: `${llm.url}/v1`,
+  LLM_API_KEY: "bench-llm-key-0123456789",
   AGENT_MAX_ITERATIONS: String(STEPS + 10),
 });
 const api = (path: string, init?: RequestInit) => fetch(`${worker.url}/api/v1${path}`, init);
@@ -134,7 +145,7 @@ try {
 
   const report = `# Agent loop benchmark
 
-Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:agent\` (wrangler dev, local sandbox host, fake model answering at once).
+Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:agent\` (${describeHost(benchHost())}; local sandbox host; fake model answering at once).
 
 | measure | floor (same run) | through the platform | overhead |
 | --- | --- | --- | --- |
@@ -146,7 +157,7 @@ Event timestamps have millisecond resolution; the step time includes the fake mo
   writeFileSync(join(ROOT, "bench", "results", "agent.md"), report);
   console.log(report);
 } finally {
-  worker.stop();
+  await worker.stop();
   await host.close();
   await llm.close();
   rmSync(scratch, { recursive: true, force: true });

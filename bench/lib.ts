@@ -1,7 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
 import { cpus, totalmem } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -27,37 +29,104 @@ export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, 
   throw new Error("timed out");
 }
 
-/** Runs the Worker (or another `config`) with `wrangler dev` (single-user, local state in `persistDir`) for a benchmark. */
+/** How a benchmark's Worker runs: workerd through Miniflare (default), or the whole `wrangler dev`. */
+export type WorkerHost = "workerd" | "wrangler-dev";
+
+/** The host benchmarks run their Worker on: `BENCH_WORKER_HOST=wrangler-dev` for the dev server. */
+export function benchHost(): WorkerHost {
+  return process.env.BENCH_WORKER_HOST === "wrangler-dev" ? "wrangler-dev" : "workerd";
+}
+
+/** The host, as a report states it. */
+export function describeHost(host: WorkerHost): string {
+  return host === "workerd"
+    ? "the Worker's bundle in workerd through Miniflare, no dev proxy (`BENCH_WORKER_HOST=wrangler-dev` for the dev server)"
+    : "the Worker under `wrangler dev`, dev proxy included";
+}
+
+export interface RunningWorker {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the Worker (or another `config`) for a benchmark, single-user, with its local state in
+ * `persistDir`.
+ *
+ * By default it runs the way `wrangler dev` runs it minus wrangler's dev proxy: the config's
+ * bundle (wrangler's own bundler, `deploy --dry-run`) in workerd through the Miniflare that
+ * wrangler ships, with the bindings wrangler derives from the config. wrangler dev puts a proxy
+ * Worker in a second workerd process in front of every request (for live reload); it costs
+ * about 5 ms a request on this machine, more than some of the floors, and production has no such
+ * hop. `host: "wrangler-dev"` (or BENCH_WORKER_HOST) measures through the whole dev server instead.
+ */
 export async function startWorker(
   port: number,
   persistDir: string,
   vars: Record<string, string>,
-  config = "wrangler.toml",
-): Promise<{ url: string; stop(): void }> {
-  const args = [
-    "dev",
-    "--config",
-    config,
-    "--port",
-    String(port),
-    "--persist-to",
-    persistDir,
-    "--show-interactive-dev-session=false",
-    "--var",
-    "AUTH_MODE:single-user",
-  ];
+  options: { config?: string; host?: WorkerHost } = {},
+): Promise<RunningWorker> {
+  const config = options.config ?? join(ROOT, "wrangler.toml");
+  const url = `http://127.0.0.1:${port}`;
+  const allVars = { AUTH_MODE: "single-user", ...vars };
+  if ((options.host ?? benchHost()) === "wrangler-dev") return startWranglerDev(port, persistDir, allVars, config, url);
+
+  // The app's deploy bundles the web console's build as static assets, so it must exist.
+  if (config === join(ROOT, "wrangler.toml") && !existsSync(join(ROOT, "web", "dist", "index.html"))) {
+    execFileSync(join(ROOT, "node_modules", ".bin", "vite"), ["build", "web"], { cwd: ROOT, stdio: "ignore" });
+  }
+  const bundle = join(persistDir, "bundle");
+  execFileSync(
+    join(ROOT, "node_modules", ".bin", "wrangler"),
+    ["deploy", "--dry-run", "--containers-rollout=none", "--config", config, "--outdir", bundle],
+    { cwd: ROOT, stdio: "ignore" },
+  );
+  // The Miniflare wrangler itself runs (the top-level one belongs to the test pool).
+  const fromWrangler = createRequire(fileURLToPath(import.meta.resolve("wrangler")));
+  const miniflare = (await import(pathToFileURL(fromWrangler.resolve("miniflare")).href)) as typeof import("miniflare");
+  const { unstable_getMiniflareWorkerOptions } = await import("wrangler");
+  const { workerOptions } = unstable_getMiniflareWorkerOptions(config);
+  // Static assets, module rules and the email binding do not apply to a prebuilt bundle.
+  const { assets: _assets, modulesRules: _rules, rootPath: _root, email: _email, ...bindings } = workerOptions;
+  const mf = new miniflare.Miniflare(
+    miniflare.convertV4MiniflareOptions({
+      ...bindings,
+      name: "bench",
+      modules: true,
+      scriptPath: join(bundle, "index.js"),
+      modulesRoot: bundle,
+      bindings: { ...(workerOptions.bindings ?? {}), ...allVars },
+      host: "127.0.0.1",
+      port,
+      defaultPersistRoot: join(persistDir, "state"),
+      log: new miniflare.NoOpLog(),
+      handleStructuredLogs: () => undefined,
+    }),
+  );
+  await mf.ready;
+  return { url, stop: () => mf.dispose() };
+}
+
+async function startWranglerDev(
+  port: number,
+  persistDir: string,
+  vars: Record<string, string>,
+  config: string,
+  url: string,
+): Promise<RunningWorker> {
+  const args = ["dev", "--config", config, "--port", String(port), "--persist-to", persistDir];
+  args.push("--show-interactive-dev-session=false");
   for (const [name, value] of Object.entries(vars)) args.push("--var", `${name}:${value}`);
   const child: ChildProcess = spawn(join(ROOT, "node_modules", ".bin", "wrangler"), args, {
     cwd: ROOT,
     stdio: "ignore",
     detached: true,
   });
-  const url = `http://127.0.0.1:${port}`;
   // Any answer means it serves (the floor worker has no /health).
   await waitFor(async () => (await fetch(`${url}/health`)).status < 500, 60_000, 100);
   return {
     url,
-    stop: () => {
+    stop: async () => {
       if (child.pid !== undefined) process.kill(-child.pid, "SIGTERM");
     },
   };

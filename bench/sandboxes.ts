@@ -11,7 +11,18 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startSandboxHost } from "../scripts/sandbox-host.ts";
-import { machine, ms, percentile, ROOT, spawnFloorRuntime, startWorker, FLOOR_TOKEN as TOKEN, waitFor } from "./lib.ts";
+import {
+  benchHost,
+  describeHost,
+  machine,
+  ms,
+  percentile,
+  ROOT,
+  spawnFloorRuntime,
+  startWorker,
+  FLOOR_TOKEN as TOKEN,
+  waitFor,
+} from "./lib.ts";
 
 const START_RUNS = 10;
 const EXEC_RUNS = 200;
@@ -158,7 +169,7 @@ for (let i = 0; i < SNAPSHOT_RUNS; i++) {
 }
 const check = execFileSync("du", ["-sb", workspace]).toString().split("\t")[0];
 
-worker.stop();
+await worker.stop();
 await host.close();
 rmSync(scratch, { recursive: true, force: true });
 
@@ -173,7 +184,7 @@ const verdict = (ratio: number, target: number) =>
   `${ratio.toFixed(2)}× (target ≤ ${target}×: ${ratio <= target ? "met" : "NOT met"})`;
 const report = `# Sandbox benchmarks (local backend)
 
-Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandboxes\`.
+Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandboxes\` (${describeHost(benchHost())}; local sandbox host).
 
 | measure | floor (same run) | through the platform | ratio |
 |---|---|---|---|
@@ -181,9 +192,8 @@ Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandbox
 | trivial command (\`true\`), p50 of ${EXEC_RUNS} | straight to the runtime: ${ms(execFloor)} (p99 ${ms(percentile(directExec, 99))}) | via the API proxy: ${ms(execApi)} (p99 ${ms(percentile(proxiedExec, 99))}) | ${verdict(execApi / execFloor, 2)} |
 | pause + resume, ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary), median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
 
-Context for the proxy row: a bare \`GET /health\` of the same Worker through the same local dev
-server (\`wrangler dev\`) takes ${ms(percentile(bareWorker, 50))} p50 (p99 ${ms(percentile(bareWorker, 99))}) on this
-machine, so the proxy's own cost above the dev server and the runtime is about
+Context for the proxy row: a bare \`GET /health\` of the same Worker on the same host takes ${ms(percentile(bareWorker, 50))} p50 (p99 ${ms(percentile(bareWorker, 99))}) on this
+machine, so the proxy's own cost above the Worker's ingress and the runtime is about
 ${ms(execApi - percentile(bareWorker, 50) - execFloor)} per call.
 
 Workspace after the last resume: ${check} bytes on disk.

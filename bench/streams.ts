@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startSandboxHost } from "../scripts/sandbox-host.ts";
 import { startFakeLlm } from "../test/node/fake-llm.ts";
-import { machine, ms, percentile, ROOT, startWorker, waitFor } from "./lib.ts";
+import { benchHost, describeHost, machine, ms, percentile, ROOT, startWorker, waitFor } from "./lib.ts";
 
 const CLIENT_COUNTS = [1, 10, 100];
 const STEPS_PER_RUN = 40;
@@ -25,13 +25,18 @@ const TARGET_CATCH_UP_MS = 2_000;
 const scratch = mkdtempSync(join(tmpdir(), "bench-streams-"));
 const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
 const llm = await startFakeLlm();
-process.env.LLM_API_KEY = "bench-llm-key-0123456789";
 const worker = await startWorker(8793, join(scratch, "state"), {
   LOCAL_SANDBOX_HOST_URL: host.url,
   LLM_BASE_URL: `${llm.url}/v1`,
+  LLM_API_KEY: "bench-llm-key-0123456789",
   AGENT_MAX_ITERATIONS: String(STEPS_PER_RUN + 10),
 });
-const floor = await startWorker(8794, join(scratch, "floor"), {}, join(ROOT, "bench", "floor-worker", "wrangler.toml"));
+const floor = await startWorker(
+  8794,
+  join(scratch, "floor"),
+  {},
+  { config: join(ROOT, "bench", "floor-worker", "wrangler.toml") },
+);
 const api = (path: string, init?: RequestInit) => fetch(`${worker.url}/api/v1${path}`, init);
 const post = async (path: string, body: unknown) => {
   const response = await api(path, {
@@ -205,7 +210,7 @@ try {
 
   const report = `# Live streams benchmark
 
-Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:streams\` (wrangler dev, local sandbox host, fake model; the floor is bench/floor-worker, a bare Durable Object, run by wrangler dev beside it).
+Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:streams\` (${describeHost(benchHost())}; local sandbox host; fake model; the floor is bench/floor-worker, a bare Durable Object, run the same way beside it).
 
 Delivery latency: arrival at the client minus the event's \`timestamp\` (taken when it is appended; for the floor, when it is sent), over every event and client of a run of ${STEPS_PER_RUN} agent steps (${STEP_DELAY_MS} ms of model time each). Millisecond resolution.
 
@@ -224,8 +229,8 @@ Targets: ${verdicts.join("; ")}.
   writeFileSync(join(ROOT, "bench", "results", "streams.md"), report);
   console.log(report);
 } finally {
-  worker.stop();
-  floor.stop();
+  await worker.stop();
+  await floor.stop();
   await host.close();
   await llm.close();
   rmSync(scratch, { recursive: true, force: true });
