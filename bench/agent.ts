@@ -9,7 +9,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startSandboxHost } from "../scripts/sandbox-host.ts";
 import { startFakeLlm } from "../test/node/fake-llm.ts";
 import {
   benchHost,
@@ -20,6 +19,7 @@ import {
   percentile,
   ROOT,
   spawnFloorRuntime,
+  startSandboxHostProcess,
   startWorker,
   waitFor,
 } from "./lib.ts";
@@ -57,7 +57,7 @@ async function untilExecutionEnds(stream: Response): Promise<string> {
 }
 
 const scratch = mkdtempSync(join(tmpdir(), "bench-agent-"));
-const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
+const host = await startSandboxHostProcess(join(scratch, "sandboxes"), 8782);
 const llm = await startFakeLlm();
 const worker = await startWorker(8791, join(scratch, "state"), {
   LOCAL_SANDBOX_HOST_URL: host.url,

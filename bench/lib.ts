@@ -100,7 +100,8 @@ export async function startWorker(
       port,
       defaultPersistRoot: join(persistDir, "state"),
       log: new miniflare.NoOpLog(),
-      handleStructuredLogs: () => undefined,
+      // BENCH_WORKER_LOGS=1 prints the Worker's logs (they cost time, so they are off by default).
+      handleStructuredLogs: process.env.BENCH_WORKER_LOGS === "1" ? (log) => console.log(log.message) : () => undefined,
     }),
   );
   await mf.ready;
@@ -129,6 +130,38 @@ async function startWranglerDev(
     stop: async () => {
       if (child.pid !== undefined) process.kill(-child.pid, "SIGTERM");
     },
+  };
+}
+
+/**
+ * The local sandbox host in its own process, as `npm start` runs it beside the Worker, so that
+ * its work (spawning runtimes, deleting directories) does not stall the benchmark's own client.
+ */
+export async function startSandboxHostProcess(root: string, port: number): Promise<{ url: string; close(): Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    ["--experimental-strip-types", "--no-warnings", join(ROOT, "scripts", "sandbox-host.ts")],
+    {
+      cwd: ROOT,
+      env: { ...process.env, SANDBOX_HOST_ROOT: root, SANDBOX_HOST_PORT: String(port) },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes("sandbox host on")) resolve();
+    });
+    child.on("exit", (code) => reject(new Error(`the sandbox host exited with ${code}`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
   };
 }
 

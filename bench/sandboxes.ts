@@ -10,7 +10,6 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startSandboxHost } from "../scripts/sandbox-host.ts";
 import {
   benchHost,
   describeHost,
@@ -19,6 +18,7 @@ import {
   percentile,
   ROOT,
   spawnFloorRuntime,
+  startSandboxHostProcess,
   startWorker,
   FLOOR_TOKEN as TOKEN,
   waitFor,
@@ -29,7 +29,7 @@ const EXEC_RUNS = 200;
 const SNAPSHOT_RUNS = 3;
 
 const scratch = mkdtempSync(join(tmpdir(), "bench-sandboxes-"));
-const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
+const host = await startSandboxHostProcess(join(scratch, "sandboxes"), 8781);
 const worker = await startWorker(8790, join(scratch, "state"), { LOCAL_SANDBOX_HOST_URL: host.url });
 const api = (path: string, init?: RequestInit) => fetch(`${worker.url}/api/v1${path}`, init);
 

@@ -11,9 +11,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startSandboxHost } from "../scripts/sandbox-host.ts";
 import { startFakeLlm } from "../test/node/fake-llm.ts";
-import { benchHost, describeHost, machine, ms, percentile, ROOT, startWorker, waitFor } from "./lib.ts";
+import { benchHost, describeHost, machine, ms, percentile, ROOT, startSandboxHostProcess, startWorker, waitFor } from "./lib.ts";
 
 const CLIENT_COUNTS = [1, 10, 100];
 const STEPS_PER_RUN = 40;
@@ -23,7 +22,7 @@ const TARGET_P99_MS = 50;
 const TARGET_CATCH_UP_MS = 2_000;
 
 const scratch = mkdtempSync(join(tmpdir(), "bench-streams-"));
-const host = await startSandboxHost({ root: join(scratch, "sandboxes") });
+const host = await startSandboxHostProcess(join(scratch, "sandboxes"), 8783);
 const llm = await startFakeLlm();
 const worker = await startWorker(8793, join(scratch, "state"), {
   LOCAL_SANDBOX_HOST_URL: host.url,
