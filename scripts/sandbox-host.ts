@@ -52,6 +52,8 @@ function spawnRuntime(directory: string, token: string, env: Record<string, stri
       ...env,
       SANDBOX_RUNTIME_TOKEN: token,
       WORKDIR: workdir,
+      // Deleted with the sandbox's directory, as a container's disk is.
+      RUNTIME_STATE_DIR: join(directory, "runtime"),
       HOST: "127.0.0.1",
       PORT: "0",
     },

@@ -7,7 +7,7 @@
 import { randomUUID, timingSafeEqual } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
-import { restoreArchive, sendArchive } from "./archive.ts";
+import { Archives } from "./archive.ts";
 import { runCommand } from "./exec.ts";
 import { deletePath, listDirectory, resolvePath, sendFile, statFile, writeFileFromRequest } from "./files.ts";
 import { optionalEnv, optionalNumber, RuntimeError, readJson, requireString, sendJson } from "./http-util.ts";
@@ -30,9 +30,10 @@ mkdirSync(workdir, { recursive: true });
 
 /** What commands see: our environment without the runtime's own secret and settings. */
 const commandEnv: NodeJS.ProcessEnv = { ...process.env };
-for (const name of ["SANDBOX_RUNTIME_TOKEN", "PORT", "HOST"]) delete commandEnv[name];
+for (const name of ["SANDBOX_RUNTIME_TOKEN", "PORT", "HOST", "RUNTIME_STATE_DIR"]) delete commandEnv[name];
 
 const sessions = new Map<string, ShellSession>();
+const archives = new Archives(workdir, process.env.RUNTIME_STATE_DIR || undefined);
 
 function authorized(req: IncomingMessage): boolean {
   const header = req.headers.authorization;
@@ -177,12 +178,16 @@ async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
       sendJson(res, 200, await listDirectory(resolvePath(workdir, url.searchParams.get("path") ?? ".")));
       return;
     case "GET /archive":
-      await sendArchive(res, workdir);
+      await archives.send(res, url.searchParams.get("since"));
       return;
-    case "PUT /archive":
-      await restoreArchive(req, workdir);
+    case "PUT /archive": {
+      const baseline = url.searchParams.get("baseline");
+      if (baseline !== null && !/^[\w./-]{1,200}$/.test(baseline))
+        throw new RuntimeError(422, "VALIDATION_ERROR", "baseline must be 1 to 200 letters, digits, '.', '/', '_' or '-'.");
+      await archives.restore(req, { layer: url.searchParams.get("layer") === "true", baseline });
       sendJson(res, 200, { success: true });
       return;
+    }
     default:
       throw new RuntimeError(404, "NOT_FOUND", `No runtime route ${method} ${path}.`);
   }
@@ -213,6 +218,7 @@ server.listen(port, host, () => {
 for (const signal of ["SIGTERM", "SIGINT"] as const) {
   process.on(signal, () => {
     for (const s of sessions.values()) s.close();
+    archives.dispose();
     server.close();
     process.exit(0);
   });

@@ -28,7 +28,21 @@ const MIGRATIONS = [
      updated_at TEXT NOT NULL,
      last_activity_at INTEGER NOT NULL
    )`,
+  // The workspace snapshot as layers: a full archive, then the changes of each later pause.
+  `CREATE TABLE snapshot_layers (
+     seq INTEGER PRIMARY KEY,
+     key TEXT NOT NULL,
+     bytes INTEGER NOT NULL,
+     kind TEXT NOT NULL
+   )`,
+  `INSERT INTO snapshot_layers (key, bytes, kind)
+     SELECT snapshot_key, COALESCE(snapshot_bytes, 0), 'full' FROM sandbox WHERE snapshot_key IS NOT NULL`,
 ];
+
+type SnapshotLayer = { seq: number; key: string; bytes: number; kind: "full" | "incremental" };
+
+/** Past this many layers, or when the changes weigh as much as the full layer, a pause takes a full one. */
+const MAX_SNAPSHOT_LAYERS = 8;
 
 type SandboxRow = {
   id: string;
@@ -270,9 +284,13 @@ export class SandboxDO extends DurableObject<Env> {
       const row = this.row();
       if (row === null || row.status === "MISSING") return { ok: false, reason: "not_found", detail: "No such sandbox." };
       await this.stopBackend(row);
-      if (row.snapshot_key !== null) await this.env.WORKSPACES.delete(row.snapshot_key);
+      const keys = this.layers().map((layer) => layer.key);
+      if (keys.length > 0) await this.env.WORKSPACES.delete(keys);
       await this.transition("MISSING", "Deleted.", { attempt: row.attempt + 1 });
-      this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = NULL, snapshot_bytes = NULL");
+      this.ctx.storage.transactionSync(() => {
+        this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
+        this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = NULL, snapshot_bytes = NULL");
+      });
       await this.ctx.storage.deleteAlarm();
       return { ok: true };
     });
@@ -477,25 +495,70 @@ export class SandboxDO extends DurableObject<Env> {
     });
   }
 
-  private async snapshot(row: SandboxRow): Promise<void> {
-    const response = await this.backend(row).fetch(runtimeRequest("/archive", row.runtime_token));
-    if (!response.ok || response.body === null) throw new Error(`the runtime answered ${response.status} for its archive`);
-    const key = `workspaces/${row.id}.tar`;
-    const object = await this.env.WORKSPACES.put(key, response.body, { httpMetadata: { contentType: "application/x-tar" } });
-    this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = ?, snapshot_bytes = ?", key, object.size);
+  private layers(): SnapshotLayer[] {
+    return this.ctx.storage.sql.exec<SnapshotLayer>("SELECT * FROM snapshot_layers ORDER BY seq").toArray();
   }
 
-  private async restore(row: SandboxRow): Promise<void> {
-    const object = row.snapshot_key === null ? null : await this.env.WORKSPACES.get(row.snapshot_key);
-    if (object === null) throw new Error("the snapshot is missing from storage");
+  /**
+   * Uploads a snapshot layer to R2: the changes since the snapshot the runtime was restored from
+   * (`snapshot_key` names it), or a full archive when there is none, the chain is long, or the
+   * changes weigh as much as the full layer. A full layer replaces the chain; the old objects
+   * are deleted once the new one is recorded.
+   */
+  private async snapshot(row: SandboxRow): Promise<void> {
+    const layers = this.layers();
+    const changes = layers.filter((layer) => layer.kind === "incremental").reduce((sum, layer) => sum + layer.bytes, 0);
+    const full = layers.find((layer) => layer.kind === "full");
+    const compact = full === undefined || layers.length >= MAX_SNAPSHOT_LAYERS || changes >= full.bytes;
+    const since = compact || row.snapshot_key === null ? "" : row.snapshot_key;
     const response = await this.backend(row).fetch(
-      runtimeRequest("/archive", row.runtime_token, {
-        method: "PUT",
-        body: object.body,
-        headers: { "Content-Type": "application/x-tar", "Content-Length": String(object.size) },
-      }),
+      runtimeRequest(`/archive?since=${encodeURIComponent(since)}`, row.runtime_token),
     );
-    await response.body?.cancel();
-    if (!response.ok) throw new Error(`the runtime answered ${response.status} to the restore`);
+    if (!response.ok || response.body === null) throw new Error(`the runtime answered ${response.status} for its archive`);
+    const kind = response.headers.get("X-Archive-Kind") === "incremental" ? "incremental" : "full";
+    const key = `workspaces/${row.id}/${crypto.randomUUID()}.tar`;
+    const object = await this.env.WORKSPACES.put(key, response.body, {
+      httpMetadata: { contentType: "application/x-tar" },
+      customMetadata: { kind },
+    });
+    const replaced = kind === "full" ? layers : [];
+    this.ctx.storage.transactionSync(() => {
+      if (kind === "full") this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
+      this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, object.size, kind);
+      const total = this.ctx.storage.sql.exec<{ bytes: number }>("SELECT SUM(bytes) AS bytes FROM snapshot_layers").one().bytes;
+      this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = ?, snapshot_bytes = ?", key, total);
+    });
+    await this.deleteObjects(replaced.map((layer) => layer.key));
+  }
+
+  /** Deletes snapshot objects; a failure leaves them behind (logged), never fails the caller. */
+  private async deleteObjects(keys: string[]): Promise<void> {
+    if (keys.length === 0) return;
+    await this.env.WORKSPACES.delete(keys).catch((error: unknown) =>
+      console.error(
+        JSON.stringify({ level: "error", msg: "could not delete snapshot objects", keys, error: describeError(error) }),
+      ),
+    );
+  }
+
+  /** Extracts the layers in order; the last makes the restored state the runtime's baseline. */
+  private async restore(row: SandboxRow): Promise<void> {
+    const layers = this.layers();
+    if (layers.length === 0) throw new Error("the snapshot has no layers");
+    for (const [index, layer] of layers.entries()) {
+      const object = await this.env.WORKSPACES.get(layer.key);
+      if (object === null) throw new Error(`the snapshot layer ${layer.key} is missing from storage`);
+      const last = index === layers.length - 1;
+      const query = `?layer=true${last ? `&baseline=${encodeURIComponent(row.snapshot_key ?? layer.key)}` : ""}`;
+      const response = await this.backend(row).fetch(
+        runtimeRequest(`/archive${query}`, row.runtime_token, {
+          method: "PUT",
+          body: object.body,
+          headers: { "Content-Type": "application/x-tar", "Content-Length": String(object.size) },
+        }),
+      );
+      await response.body?.cancel();
+      if (!response.ok) throw new Error(`the runtime answered ${response.status} to the restore`);
+    }
   }
 }

@@ -14,6 +14,18 @@ import {
 
 const BYTES = Uint8Array.from({ length: 70_000 }, (_, i) => (i * 7919 + (i >> 8)) % 256);
 
+/** The sandbox's snapshot layers in R2 (their order is the SandboxDO's, not the listing's). */
+async function snapshotObjects(id: string): Promise<{ key: string; size: number; kind: string | undefined }[]> {
+  const listed = await env.WORKSPACES.list({ prefix: `workspaces/${id}/`, include: ["customMetadata"] });
+  return listed.objects.map((object) => ({ key: object.key, size: object.size, kind: object.customMetadata?.kind }));
+}
+
+async function pauseAndResume(key: string, id: string): Promise<SandboxInfo> {
+  expect((await call(`/api/v1/sandboxes/${id}/pause`, { method: "POST", key })).status).toBe(200);
+  expect((await call(`/api/v1/sandboxes/${id}/resume`, { method: "POST", key })).status).toBe(200);
+  return waitForStatus(key, id, ["RUNNING"]);
+}
+
 describe("POST /api/v1/sandboxes", () => {
   it("starts a sandbox from the default spec that reaches RUNNING with its key and URLs", async () => {
     const user = await createUser();
@@ -60,7 +72,7 @@ describe("pause and resume", () => {
     const whilePaused = await getSandbox(user.key, info.id);
     expect(whilePaused).toMatchObject({ status: "PAUSED", session_api_key: null, exposed_urls: null });
     expect(await hostState(info.id)).toMatchObject({ running: false, directory_exists: false });
-    expect(await env.WORKSPACES.head(`workspaces/${info.id}.tar`)).not.toBeNull();
+    expect((await snapshotObjects(info.id)).map((object) => object.kind)).toEqual(["full"]);
     await expectError(await runtime(info, "/files?path=notes.txt"), 409, "SANDBOX_NOT_RUNNING");
 
     expect((await call(`/api/v1/sandboxes/${info.id}/resume`, { method: "POST", key: user.key })).status).toBe(200);
@@ -71,6 +83,67 @@ describe("pause and resume", () => {
     expect(read.headers.get("X-File-Mode")).toBe("0751");
     expect(new Uint8Array(await read.arrayBuffer())).toEqual(BYTES);
     expect(await (await runtime(resumed, "/files?path=notes.txt")).text()).toBe("hello\n");
+  });
+
+  it("upload only the changes on later pauses, and the layers restore every change, deletions included", async () => {
+    const user = await createUser();
+    let info = await runningSandbox(user.key, "slim");
+    const put = async (path: string, body: BodyInit) =>
+      expect((await runtime(info, `/files?path=${path}`, { method: "PUT", body })).status).toBe(200);
+    await put("big.bin", BYTES);
+    await put("keep.txt", "first\n");
+    await put("gone.txt", "delete me\n");
+    await put("dir/gone/inner.txt", "me too\n");
+    info = await pauseAndResume(user.key, info.id);
+    const [full] = await snapshotObjects(info.id);
+    expect(full?.kind).toBe("full");
+
+    await put("keep.txt", "second\n");
+    await put("new/file.txt", "new\n");
+    expect((await runtime(info, "/files?path=gone.txt", { method: "DELETE" })).status).toBe(200);
+    expect((await runtime(info, "/files?path=dir/gone&recursive=true", { method: "DELETE" })).status).toBe(200);
+    info = await pauseAndResume(user.key, info.id);
+    const layers = await snapshotObjects(info.id);
+    expect(layers).toHaveLength(2);
+    const change = layers.find((layer) => layer.kind === "incremental");
+    // The unchanged 70 kB file is not uploaded again.
+    expect(change?.size).toBeLessThan(BYTES.length / 2);
+    expect((await getSandbox(user.key, info.id))?.status).toBe("RUNNING");
+
+    expect(new Uint8Array(await (await runtime(info, "/files?path=big.bin")).arrayBuffer())).toEqual(BYTES);
+    expect(await (await runtime(info, "/files?path=keep.txt")).text()).toBe("second\n");
+    expect(await (await runtime(info, "/files?path=new/file.txt")).text()).toBe("new\n");
+    await expectError(await runtime(info, "/files/stat?path=gone.txt"), 404, "FILE_NOT_FOUND");
+    await expectError(await runtime(info, "/files/stat?path=dir/gone"), 404, "FILE_NOT_FOUND");
+    expect((await json<{ entries: unknown[] }>(await runtime(info, "/files/list?path=dir"))).entries).toEqual([]);
+  });
+
+  it("takes a full snapshot again once the changes weigh as much as it, and deletes the old layers", async () => {
+    const user = await createUser();
+    let info = await runningSandbox(user.key, "slim");
+    expect((await runtime(info, "/files?path=small.txt", { method: "PUT", body: "small\n" })).status).toBe(200);
+    info = await pauseAndResume(user.key, info.id);
+    expect((await runtime(info, "/files?path=big.bin", { method: "PUT", body: BYTES })).status).toBe(200);
+    info = await pauseAndResume(user.key, info.id);
+    expect((await snapshotObjects(info.id)).map((object) => object.kind).sort()).toEqual(["full", "incremental"]);
+
+    info = await pauseAndResume(user.key, info.id);
+    const [only, ...rest] = await snapshotObjects(info.id);
+    expect(rest).toEqual([]);
+    expect(only?.kind).toBe("full");
+    expect(only?.size).toBeGreaterThan(BYTES.length);
+    expect(new Uint8Array(await (await runtime(info, "/files?path=big.bin")).arrayBuffer())).toEqual(BYTES);
+    expect(await (await runtime(info, "/files?path=small.txt")).text()).toBe("small\n");
+  });
+
+  it("the runtime refuses a malformed baseline id", async () => {
+    const user = await createUser();
+    const info = await runningSandbox(user.key, "slim");
+    await expectError(
+      await runtime(info, "/archive?layer=true&baseline=not%20an%20id", { method: "PUT", body: new Uint8Array(1024) }),
+      422,
+      "VALIDATION_ERROR",
+    );
   });
 
   it("are idempotent", async () => {
@@ -273,12 +346,12 @@ describe("DELETE /api/v1/sandboxes/{sandbox_id}", () => {
     await call(`/api/v1/sandboxes/${info.id}/pause`, { method: "POST", key: user.key });
     await call(`/api/v1/sandboxes/${info.id}/resume`, { method: "POST", key: user.key });
     await waitForStatus(user.key, info.id, ["RUNNING"]);
-    expect(await env.WORKSPACES.head(`workspaces/${info.id}.tar`)).not.toBeNull();
+    expect(await snapshotObjects(info.id)).toHaveLength(1);
 
     const deleted = await call(`/api/v1/sandboxes/${info.id}`, { method: "DELETE", key: user.key });
     expect(await json(deleted)).toEqual({ success: true });
     expect(await hostState(info.id)).toMatchObject({ running: false, directory_exists: false });
-    expect(await env.WORKSPACES.head(`workspaces/${info.id}.tar`)).toBeNull();
+    expect(await snapshotObjects(info.id)).toEqual([]);
     expect(await getSandbox(user.key, info.id)).toBeNull();
     await expectError(await call(`/api/v1/sandboxes/${info.id}`, { method: "DELETE", key: user.key }), 404, "SANDBOX_NOT_FOUND");
     expect(await json(await call("/api/v1/sandboxes/count", { key: user.key }))).toBe(0);
