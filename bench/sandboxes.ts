@@ -146,26 +146,57 @@ function fillWorkspace(dir: string): number {
   return bytes;
 }
 
-const workspace = join(scratch, "sandboxes", running.id, "workspace");
-const workspaceBytes = fillWorkspace(workspace);
-const floorSnapshots: number[] = [];
-const apiSnapshots: number[] = [];
-for (let i = 0; i < SNAPSHOT_RUNS; i++) {
+/** The floor: tar of the directory out to a file and back into an empty one. */
+function tarOutAndBack(dir: string): number {
   const archive = join(scratch, "floor.tar");
   const restored = mkdtempSync(join(scratch, "restored-"));
-  let t0 = performance.now();
-  execFileSync("tar", ["-C", workspace, "-cf", archive, "."]);
+  const t0 = performance.now();
+  execFileSync("tar", ["-C", dir, "-cf", archive, "."]);
   execFileSync("tar", ["-C", restored, "-xpf", archive]);
-  floorSnapshots.push(performance.now() - t0);
+  const elapsed = performance.now() - t0;
   rmSync(restored, { recursive: true, force: true });
   rmSync(archive, { force: true });
+  return elapsed;
+}
 
-  t0 = performance.now();
-  const paused = await api(`/sandboxes/${running.id}/pause`, { method: "POST" });
+async function pauseAndResume(id: string): Promise<number> {
+  const t0 = performance.now();
+  const paused = await api(`/sandboxes/${id}/pause`, { method: "POST" });
   if (!paused.ok) throw new Error(`pause failed: ${await paused.text()}`);
-  await api(`/sandboxes/${running.id}/resume`, { method: "POST" });
-  await untilStatus(running.id, "RUNNING");
-  apiSnapshots.push(performance.now() - t0);
+  await api(`/sandboxes/${id}/resume`, { method: "POST" });
+  await untilStatus(id, "RUNNING");
+  return performance.now() - t0;
+}
+
+/** A session's work between pauses: 20 source files edited, one added, one 1 MiB asset added. */
+function editWorkspace(dir: string, round: number): void {
+  for (let i = 0; i < 20; i++) {
+    const file = join(dir, "src", `pkg${i % 20}`, `module${i}.ts`);
+    writeFileSync(file, `// edited in round ${round}\n${"export const edited = true;\n".repeat(50)}`);
+  }
+  writeFileSync(join(dir, "src", `added${round}.ts`), "export const added = 1;\n");
+  writeFileSync(join(dir, "assets", `added${round}.bin`), randomBytes(1024 * 1024));
+}
+
+// Each run: a fresh sandbox with a fresh workspace; its first pause uploads it all, the next
+// one (after some edits) only the changes.
+const floorSnapshots: number[] = [];
+const firstSnapshots: number[] = [];
+const floorAfterEdits: number[] = [];
+const laterSnapshots: number[] = [];
+let workspaceBytes = 0;
+let workspace = "";
+for (let i = 0; i < SNAPSHOT_RUNS; i++) {
+  const fresh = (await (await api("/sandboxes?sandbox_spec_id=slim", { method: "POST" })).json()) as Info;
+  await untilStatus(fresh.id, "RUNNING");
+  workspace = join(scratch, "sandboxes", fresh.id, "workspace");
+  workspaceBytes = fillWorkspace(workspace);
+  floorSnapshots.push(tarOutAndBack(workspace));
+  firstSnapshots.push(await pauseAndResume(fresh.id));
+  editWorkspace(workspace, i);
+  floorAfterEdits.push(tarOutAndBack(workspace));
+  laterSnapshots.push(await pauseAndResume(fresh.id));
+  if (i < SNAPSHOT_RUNS - 1) await api(`/sandboxes/${fresh.id}`, { method: "DELETE" });
 }
 const check = execFileSync("du", ["-sb", workspace]).toString().split("\t")[0];
 
@@ -179,7 +210,9 @@ const startApi = percentile(apiStarts, 50);
 const execFloor = percentile(directExec, 50);
 const execApi = percentile(proxiedExec, 50);
 const snapFloor = percentile(floorSnapshots, 50);
-const snapApi = percentile(apiSnapshots, 50);
+const snapApi = percentile(firstSnapshots, 50);
+const laterFloor = percentile(floorAfterEdits, 50);
+const laterApi = percentile(laterSnapshots, 50);
 const verdict = (ratio: number, target: number) =>
   `${ratio.toFixed(2)}× (target ≤ ${target}×: ${ratio <= target ? "met" : "NOT met"})`;
 const report = `# Sandbox benchmarks (local backend)
@@ -190,7 +223,8 @@ Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandbox
 |---|---|---|---|
 | start → RUNNING, median of ${START_RUNS} | spawn runtime + /health: ${ms(startFloor)} | POST /sandboxes → RUNNING: ${ms(startApi)} | ${verdict(startApi / startFloor, 1.5)} |
 | trivial command (\`true\`), p50 of ${EXEC_RUNS} | straight to the runtime: ${ms(execFloor)} (p99 ${ms(percentile(directExec, 99))}) | via the API proxy: ${ms(execApi)} (p99 ${ms(percentile(proxiedExec, 99))}) | ${verdict(execApi / execFloor, 2)} |
-| pause + resume, ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary), median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
+| first pause + resume of a fresh ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary): a full snapshot, median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
+| the next pause + resume, after 20 files edited and 1 MiB added: changes only, median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(laterFloor)} | ${ms(laterApi)} | ${verdict(laterApi / laterFloor, 2)} |
 
 Context for the proxy row: a bare \`GET /health\` of the same Worker on the same host takes ${ms(percentile(bareWorker, 50))} p50 (p99 ${ms(percentile(bareWorker, 99))}) on this
 machine, so the proxy's own cost above the Worker's ingress and the runtime is about
