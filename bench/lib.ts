@@ -2,7 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { cpus, totalmem } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -85,7 +85,9 @@ export async function startWorker(
   const fromWrangler = createRequire(fileURLToPath(import.meta.resolve("wrangler")));
   const miniflare = (await import(pathToFileURL(fromWrangler.resolve("miniflare")).href)) as typeof import("miniflare");
   const { unstable_getMiniflareWorkerOptions } = await import("wrangler");
-  const { workerOptions } = unstable_getMiniflareWorkerOptions(config);
+  const { workerOptions, main } = unstable_getMiniflareWorkerOptions(config);
+  // The bundle is named after the entry module: src/index.ts → index.js.
+  const script = join(bundle, `${basename(main ?? "index.js").replace(/\.[cm]?[jt]sx?$/, "")}.js`);
   // Static assets, module rules and the email binding do not apply to a prebuilt bundle.
   const { assets: _assets, modulesRules: _rules, rootPath: _root, email: _email, ...bindings } = workerOptions;
   const mf = new miniflare.Miniflare(
@@ -93,7 +95,7 @@ export async function startWorker(
       ...bindings,
       name: "bench",
       modules: true,
-      scriptPath: join(bundle, "index.js"),
+      scriptPath: script,
       modulesRoot: bundle,
       bindings: { ...(workerOptions.bindings ?? {}), ...allVars },
       host: "127.0.0.1",
@@ -147,6 +149,8 @@ export async function startSandboxHostProcess(root: string, port: number): Promi
       stdio: ["ignore", "pipe", "inherit"],
     },
   );
+  // If the benchmark dies, its host (and the host's runtimes) must not outlive it.
+  process.on("exit", () => child.kill("SIGTERM"));
   await new Promise<void>((resolve, reject) => {
     let out = "";
     child.stdout?.on("data", (chunk: Buffer) => {
