@@ -82,7 +82,7 @@ export async function startWorker(
     { cwd: ROOT, stdio: "ignore" },
   );
   // The Miniflare wrangler itself runs (the top-level one belongs to the test pool).
-  const fromWrangler = createRequire(fileURLToPath(import.meta.resolve("wrangler")));
+  const fromWrangler = createRequire(createRequire(join(ROOT, "package.json")).resolve("wrangler"));
   const miniflare = (await import(pathToFileURL(fromWrangler.resolve("miniflare")).href)) as typeof import("miniflare");
   const { unstable_getMiniflareWorkerOptions } = await import("wrangler");
   const { workerOptions, main } = unstable_getMiniflareWorkerOptions(config);
