@@ -70,7 +70,7 @@ export class Archives {
       if (since !== null) {
         // tar updates the snapshot file it is given, so it gets a copy: the baseline stays.
         const listing = join(dir, "listing.snar");
-        if (this.baseline !== null && since !== "" && since === this.baseline.id) {
+        if (since === this.baseline?.id) {
           await copyFile(this.baseline.file, listing);
           kind = "incremental";
         }

@@ -37,6 +37,9 @@ const MIGRATIONS = [
    )`,
   `INSERT INTO snapshot_layers (key, bytes, kind)
      SELECT snapshot_key, COALESCE(snapshot_bytes, 0), 'full' FROM sandbox WHERE snapshot_key IS NOT NULL`,
+  // The layers are the one record of the snapshot: its key and size are derived from them.
+  "ALTER TABLE sandbox DROP COLUMN snapshot_key",
+  "ALTER TABLE sandbox DROP COLUMN snapshot_bytes",
 ];
 
 type SnapshotLayer = { seq: number; key: string; bytes: number; kind: "full" | "incremental" };
@@ -56,8 +59,6 @@ type SandboxRow = {
   start_timeout_ms: number;
   start_deadline: number | null;
   idle_timeout_ms: number;
-  snapshot_key: string | null;
-  snapshot_bytes: number | null;
   created_at: string;
   updated_at: string;
   last_activity_at: number;
@@ -160,7 +161,8 @@ export class SandboxDO extends DurableObject<Env> {
       created_at: row.created_at,
       updated_at: row.updated_at,
       last_activity_at: new Date(this.lastActivityAt(row)).toISOString(),
-      snapshot_bytes: row.snapshot_bytes,
+      snapshot_bytes: this.ctx.storage.sql.exec<{ bytes: number | null }>("SELECT SUM(bytes) AS bytes FROM snapshot_layers").one()
+        .bytes,
     };
   }
 
@@ -287,10 +289,7 @@ export class SandboxDO extends DurableObject<Env> {
       const keys = this.layers().map((layer) => layer.key);
       if (keys.length > 0) await this.env.WORKSPACES.delete(keys);
       await this.transition("MISSING", "Deleted.", { attempt: row.attempt + 1 });
-      this.ctx.storage.transactionSync(() => {
-        this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
-        this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = NULL, snapshot_bytes = NULL");
-      });
+      this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
       await this.ctx.storage.deleteAlarm();
       return { ok: true };
     });
@@ -481,9 +480,10 @@ export class SandboxDO extends DurableObject<Env> {
       const row = this.row();
       if (row === null || row.attempt !== attempt || row.status !== "STARTING") return;
       if (Date.now() >= (row.start_deadline ?? 0)) return;
-      if (row.snapshot_key !== null) {
+      const layers = this.layers();
+      if (layers.length > 0) {
         try {
-          await this.restore(row);
+          await this.restore(row, layers);
         } catch (error) {
           await this.stopBackend(row).catch(() => undefined);
           await this.transition("ERROR", `Could not restore the workspace snapshot: ${describeError(error)}`);
@@ -501,7 +501,7 @@ export class SandboxDO extends DurableObject<Env> {
 
   /**
    * Uploads a snapshot layer to R2: the changes since the snapshot the runtime was restored from
-   * (`snapshot_key` names it), or a full archive when there is none, the chain is long, or the
+   * (named by the last layer's key), or a full archive when there is none, the chain is long, or the
    * changes weigh as much as the full layer. A full layer replaces the chain; the old objects
    * are deleted once the new one is recorded.
    */
@@ -510,7 +510,7 @@ export class SandboxDO extends DurableObject<Env> {
     const changes = layers.filter((layer) => layer.kind === "incremental").reduce((sum, layer) => sum + layer.bytes, 0);
     const full = layers.find((layer) => layer.kind === "full");
     const compact = full === undefined || layers.length >= MAX_SNAPSHOT_LAYERS || changes >= full.bytes;
-    const since = compact || row.snapshot_key === null ? "" : row.snapshot_key;
+    const since = compact ? "" : (layers.at(-1)?.key ?? "");
     const response = await this.backend(row).fetch(
       runtimeRequest(`/archive?since=${encodeURIComponent(since)}`, row.runtime_token),
     );
@@ -525,8 +525,6 @@ export class SandboxDO extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => {
       if (kind === "full") this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
       this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, object.size, kind);
-      const total = this.ctx.storage.sql.exec<{ bytes: number }>("SELECT SUM(bytes) AS bytes FROM snapshot_layers").one().bytes;
-      this.ctx.storage.sql.exec("UPDATE sandbox SET snapshot_key = ?, snapshot_bytes = ?", key, total);
     });
     await this.deleteObjects(replaced.map((layer) => layer.key));
   }
@@ -542,14 +540,12 @@ export class SandboxDO extends DurableObject<Env> {
   }
 
   /** Extracts the layers in order; the last makes the restored state the runtime's baseline. */
-  private async restore(row: SandboxRow): Promise<void> {
-    const layers = this.layers();
-    if (layers.length === 0) throw new Error("the snapshot has no layers");
+  private async restore(row: SandboxRow, layers: SnapshotLayer[]): Promise<void> {
     for (const [index, layer] of layers.entries()) {
       const object = await this.env.WORKSPACES.get(layer.key);
       if (object === null) throw new Error(`the snapshot layer ${layer.key} is missing from storage`);
       const last = index === layers.length - 1;
-      const query = `?layer=true${last ? `&baseline=${encodeURIComponent(row.snapshot_key ?? layer.key)}` : ""}`;
+      const query = `?layer=true${last ? `&baseline=${encodeURIComponent(layer.key)}` : ""}`;
       const response = await this.backend(row).fetch(
         runtimeRequest(`/archive${query}`, row.runtime_token, {
           method: "PUT",
