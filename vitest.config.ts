@@ -33,8 +33,9 @@ export default defineConfig({
   ],
   test: {
     include: ["test/**/*.test.ts"],
-    // The browser tests run in Node against wrangler dev (vitest.browser.config.ts).
-    exclude: ["test/browser/**"],
+    // The browser tests run in Node against wrangler dev (vitest.browser.config.ts), and the
+    // runtime's unit tests in Node (vitest.runtime.config.ts).
+    exclude: ["test/browser/**", "test/runtime/**"],
     globalSetup: ["./test/node/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -21,6 +21,10 @@ export class HostContainer implements ContainerHandle {
   running = false;
   readonly images = { full: "registry.cloudflare.com/agent-sandbox:full", slim: "registry.cloudflare.com/agent-sandbox:slim" };
   readonly starts: StartRecord[] = [];
+  /** The archive requests the runtime got (path and query), in order. */
+  readonly archiveRequests: string[] = [];
+  /** How many of the next streamed archives break halfway, as a cut connection does. */
+  breakArchives = 0;
   private started: Promise<string> | null = null;
 
   constructor(
@@ -47,7 +51,18 @@ export class HostContainer implements ContainerHandle {
         const base = await this.started;
         const request = new Request(input, init);
         const url = new URL(request.url);
-        return fetch(new Request(`${base}${url.pathname}${url.search}`, request));
+        const response = await fetch(new Request(`${base}${url.pathname}${url.search}`, request));
+        if (url.pathname !== "/archive" || request.method !== "GET") return response;
+        this.archiveRequests.push(`${url.pathname}${url.search}`);
+        if (this.breakArchives === 0 || url.searchParams.get("spool") === "true" || response.body === null) return response;
+        this.breakArchives -= 1;
+        // Still of known length, as the runtime's answer is: the break comes mid-stream.
+        const length = Number(response.headers.get("Content-Length"));
+        const broken = new FixedLengthStream(length);
+        halfThenFail(response.body, length)
+          .pipeTo(broken.writable)
+          .catch(() => undefined);
+        return new Response(broken.readable, response);
       },
     };
     return fetcher as unknown as Fetcher;
@@ -60,12 +75,41 @@ export class HostContainer implements ContainerHandle {
   }
 }
 
+/** Passes the first half of a body of `length` bytes, then errors. */
+function halfThenFail(body: ReadableStream<Uint8Array>, length: number): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let passed = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await reader.read();
+      if (done || passed + value.byteLength > length / 2) {
+        controller.error(new Error("connection lost"));
+        await reader.cancel().catch(() => undefined);
+        return;
+      }
+      passed += value.byteLength;
+      controller.enqueue(value);
+    },
+  });
+}
+
 export class StandInContainerSandboxDO extends SandboxDO {
   container: HostContainer | null = null;
 
   protected override createBackend(sandboxId: string): SandboxBackend {
     this.container = new HostContainer(this.env.LOCAL_SANDBOX_HOST_URL, sandboxId);
     return new ContainerBackend(this.container);
+  }
+
+  /** Breaks the next streamed archive halfway (a lost connection). */
+  breakNextArchive(): void {
+    if (this.container === null) throw new Error("the container has not been created yet");
+    this.container.breakArchives += 1;
+  }
+
+  /** The archive requests the container's runtime got, in order. */
+  archiveRequests(): string[] {
+    return this.container?.archiveRequests ?? [];
   }
 
   /** What the backend asked the container to start with, for assertions. */

@@ -7,21 +7,67 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { RuntimeError } from "./http-util.ts";
 
-function tar(args: string[], stdio: "in" | "none"): { done: Promise<void>; stdin: NodeJS.WritableStream | null } {
-  const child = spawn("tar", args, { stdio: [stdio === "in" ? "pipe" : "ignore", "ignore", "pipe"] });
+interface TarRun {
+  /** Resolves with tar's stderr (warnings, `--totals`) once it exits successfully. */
+  done: Promise<string>;
+  stdin: NodeJS.WritableStream | null;
+  stdout: NodeJS.ReadableStream | null;
+}
+
+/**
+ * Runs GNU tar. When creating, exit status 1 means some file changed while it was read: the
+ * archive is still whole (tar archives what it stat'ed, padding a file that shrank), so it is
+ * taken; a sandbox with a process still writing its log must be able to pause.
+ */
+function tar(args: string[], stdio: { stdin?: boolean; stdout?: boolean } = {}): TarRun {
+  const creating = args.includes("-cf");
+  const child = spawn("tar", args, { stdio: [stdio.stdin ? "pipe" : "ignore", stdio.stdout ? "pipe" : "ignore", "pipe"] });
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString("utf8");
   });
-  const done = new Promise<void>((resolve, reject) => {
+  const done = new Promise<string>((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (code) =>
-      code === 0
-        ? resolve()
+      code === 0 || (code === 1 && creating)
+        ? resolve(stderr)
         : reject(new RuntimeError(500, "ARCHIVE_FAILED", `tar exited ${code}: ${stderr.trim().slice(0, 500)}`)),
     );
   });
-  return { done, stdin: child.stdin };
+  return { done, stdin: child.stdin, stdout: child.stdout };
+}
+
+/**
+ * Passes a stream through when it is exactly `length` bytes long and `finished` resolves, and
+ * fails otherwise, holding its last byte back until it knows: a receiver of the declared
+ * length never gets a whole body that is not the real archive.
+ */
+export async function* exactLength(
+  source: AsyncIterable<Buffer>,
+  length: number,
+  finished: Promise<unknown>,
+): AsyncGenerator<Buffer> {
+  let sent = 0;
+  let held: Buffer[] = [];
+  let heldBytes = 0;
+  for await (const chunk of source) {
+    const room = Math.max(0, length - 1 - sent);
+    if (room > 0) {
+      const head = chunk.subarray(0, room);
+      sent += head.length;
+      yield head;
+    }
+    if (chunk.length > room) {
+      held.push(chunk.subarray(room));
+      heldBytes += chunk.length - room;
+    }
+    if (sent + heldBytes > length) throw new Error(`the archive outgrew its declared ${length} bytes`);
+  }
+  await finished;
+  if (sent + heldBytes !== length) throw new Error(`the archive has ${sent + heldBytes} bytes, not the declared ${length}`);
+  const tail = Buffer.concat(held);
+  held = [];
+  yield tail;
 }
 
 /** The kind of archive a snapshot request got: everything, or the changes since its baseline. */
@@ -57,31 +103,49 @@ export class Archives {
 
   /**
    * Sends an archive of the working directory (modes, symlinks and empty directories kept) with
-   * its Content-Length, so that object storage can take it as a stream of known length. It is
-   * written to a temp file outside the working directory first. `since` asks for a snapshot
-   * layer: the changes since that baseline when it is the runtime's, else a full layer.
+   * its Content-Length, so that object storage can take it as a stream of known length. `since`
+   * asks for a snapshot layer: the changes since that baseline when it is the runtime's, else a
+   * full layer.
+   *
+   * By default the archive streams as tar writes it, its length learnt first from a dry run
+   * (tar reads no file content when the archive is /dev/null). Should the files change in
+   * between so that the length differs, the connection is cut before the last byte: the client
+   * asks again with `spool`, which writes the archive to a temp file first and sends that.
    */
-  async send(res: ServerResponse, since: string | null): Promise<void> {
+  async send(res: ServerResponse, since: string | null, options: { spool: boolean } = { spool: false }): Promise<void> {
     const dir = await mkdtemp(join(this.stateDir, "archive-"));
-    const file = join(dir, "workspace.tar");
-    try {
-      const args = ["-C", this.workdir, "-cf", file];
-      let kind: ArchiveKind = "full";
-      if (since !== null) {
-        // tar updates the snapshot file it is given, so it gets a copy: the baseline stays.
-        const listing = join(dir, "listing.snar");
-        if (since === this.baseline?.id) {
-          await copyFile(this.baseline.file, listing);
-          kind = "incremental";
-        }
-        args.push(`--listed-incremental=${listing}`);
-      }
-      await tar([...args, "."], "none").done;
-      const { size } = await stat(file);
-      const headers: Record<string, string | number> = { "Content-Type": "application/x-tar", "Content-Length": size };
+    const baseline = since !== null && since === this.baseline?.id ? this.baseline : null;
+    const kind: ArchiveKind = baseline !== null ? "incremental" : "full";
+    // tar updates the listing it is given, so each run gets its own copy: the baseline stays.
+    const listing = async (name: string): Promise<string[]> => {
+      if (since === null) return [];
+      const file = join(dir, name);
+      if (baseline !== null) await copyFile(baseline.file, file);
+      return [`--listed-incremental=${file}`];
+    };
+    const respond = (length: number) => {
+      const headers: Record<string, string | number> = { "Content-Type": "application/x-tar", "Content-Length": length };
       if (since !== null) headers["X-Archive-Kind"] = kind;
       res.writeHead(200, headers);
-      await pipeline(createReadStream(file), res);
+    };
+    try {
+      if (options.spool) {
+        const file = join(dir, "workspace.tar");
+        await tar(["-C", this.workdir, "-cf", file, ...(await listing("spool.snar")), "."]).done;
+        respond((await stat(file)).size);
+        await pipeline(createReadStream(file), res);
+        return;
+      }
+      const totals = await tar(["-C", this.workdir, "-cf", "/dev/null", "--totals", ...(await listing("dry.snar")), "."]).done;
+      const length = Number(/Total bytes written: (\d+)/.exec(totals)?.[1] ?? Number.NaN);
+      if (!Number.isSafeInteger(length) || length <= 0)
+        throw new RuntimeError(500, "ARCHIVE_FAILED", `tar did not report the archive's size: ${totals.trim().slice(0, 200)}`);
+      const create = tar(["-C", this.workdir, "-cf", "-", ...(await listing("stream.snar")), "."], { stdout: true });
+      if (create.stdout === null) throw new Error("tar stdout missing");
+      // Awaited by exactLength; a failure it never reaches (the stream broke first) must not crash the runtime.
+      create.done.catch(() => undefined);
+      respond(length);
+      await pipeline(create.stdout as AsyncIterable<Buffer>, (source) => exactLength(source, length, create.done), res);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -95,7 +159,7 @@ export class Archives {
   async restore(req: IncomingMessage, options: { layer: boolean; baseline: string | null }): Promise<void> {
     const args = ["-C", this.workdir, "-xpf", "-"];
     if (options.layer) args.push("--listed-incremental=/dev/null");
-    const extract = tar(args, "in");
+    const extract = tar(args, { stdin: true });
     if (extract.stdin === null) throw new Error("tar stdin missing");
     await Promise.all([pipeline(req, extract.stdin), extract.done]);
     if (options.baseline !== null) await this.markBaseline(options.baseline);
@@ -106,7 +170,7 @@ export class Archives {
     const file = join(this.stateDir, "baseline.snar");
     this.baseline = null;
     await rm(file, { force: true });
-    await tar(["-C", this.workdir, "-cf", "/dev/null", `--listed-incremental=${file}`, "."], "none").done;
+    await tar(["-C", this.workdir, "-cf", "/dev/null", `--listed-incremental=${file}`, "."]).done;
     this.baseline = { id, file };
   }
 }

@@ -178,7 +178,7 @@ async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
       sendJson(res, 200, await listDirectory(resolvePath(workdir, url.searchParams.get("path") ?? ".")));
       return;
     case "GET /archive":
-      await archives.send(res, url.searchParams.get("since"));
+      await archives.send(res, url.searchParams.get("since"), { spool: url.searchParams.get("spool") === "true" });
       return;
     case "PUT /archive": {
       const baseline = url.searchParams.get("baseline");

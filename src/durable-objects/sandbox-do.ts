@@ -511,22 +511,46 @@ export class SandboxDO extends DurableObject<Env> {
     const full = layers.find((layer) => layer.kind === "full");
     const compact = full === undefined || layers.length >= MAX_SNAPSHOT_LAYERS || changes >= full.bytes;
     const since = compact ? "" : (layers.at(-1)?.key ?? "");
-    const response = await this.backend(row).fetch(
-      runtimeRequest(`/archive?since=${encodeURIComponent(since)}`, row.runtime_token),
-    );
-    if (!response.ok || response.body === null) throw new Error(`the runtime answered ${response.status} for its archive`);
+    const path = `/archive?since=${encodeURIComponent(since)}`;
+    let layer: Omit<SnapshotLayer, "seq">;
+    try {
+      layer = await this.uploadLayer(row, path);
+    } catch (error) {
+      // The runtime streams the archive at the length a dry run gave, and cuts the stream when
+      // the files changed in between; once more, from an archive it writes out first.
+      console.warn(
+        JSON.stringify({
+          level: "warn",
+          msg: "streamed snapshot failed, retrying spooled",
+          sandbox_id: row.id,
+          error: describeError(error),
+        }),
+      );
+      layer = await this.uploadLayer(row, `${path}&spool=true`);
+    }
+    const { key, kind } = layer;
+    const replaced = kind === "full" ? layers : [];
+    this.ctx.storage.transactionSync(() => {
+      if (kind === "full") this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
+      this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, layer.bytes, kind);
+    });
+    await this.deleteObjects(replaced.map((old) => old.key));
+  }
+
+  /** Streams the runtime's archive at `path` into a new R2 object: the layer to record. */
+  private async uploadLayer(row: SandboxRow, path: string): Promise<Omit<SnapshotLayer, "seq">> {
+    const response = await this.backend(row).fetch(runtimeRequest(path, row.runtime_token));
+    if (!response.ok || response.body === null) {
+      await response.body?.cancel();
+      throw new Error(`the runtime answered ${response.status} for its archive`);
+    }
     const kind = response.headers.get("X-Archive-Kind") === "incremental" ? "incremental" : "full";
     const key = `workspaces/${row.id}/${crypto.randomUUID()}.tar`;
     const object = await this.env.WORKSPACES.put(key, response.body, {
       httpMetadata: { contentType: "application/x-tar" },
       customMetadata: { kind },
     });
-    const replaced = kind === "full" ? layers : [];
-    this.ctx.storage.transactionSync(() => {
-      if (kind === "full") this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
-      this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, object.size, kind);
-    });
-    await this.deleteObjects(replaced.map((layer) => layer.key));
+    return { key, bytes: object.size, kind };
   }
 
   /** Deletes snapshot objects; a failure leaves them behind (logged), never fails the caller. */

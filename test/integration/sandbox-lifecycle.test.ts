@@ -5,6 +5,7 @@ import { PROXY_SESSION_KEY_HEADER } from "../../src/services/proxy-headers";
 import { createUser, json } from "../helpers/api";
 import { callWith } from "../helpers/configured";
 import { getSandbox, hostState, runtime, type SandboxInfo, waitForStatus } from "../helpers/sandboxes";
+import type { StandInContainerSandboxDO } from "../worker";
 
 async function startWith(vars: Partial<Env>, key: string): Promise<SandboxInfo> {
   const response = await callWith(vars, "/api/v1/sandboxes?sandbox_spec_id=slim", {
@@ -67,26 +68,38 @@ describe("start timeout", () => {
   });
 });
 
+/** A sandbox in the stand-in container namespace, started and RUNNING. */
+async function containerSandbox() {
+  const user = await createUser();
+  const spec = SANDBOX_SPECS.find((candidate) => candidate.id === "slim");
+  if (spec === undefined) throw new Error("no slim spec");
+  const id = `container-${crypto.randomUUID().slice(0, 8)}`;
+  const stub = env.STANDIN_CONTAINER_SANDBOX.getByName(id);
+  await env.ACCOUNT.getByName(user.id).admitSandbox(id, new Date().toISOString(), 5);
+  await stub.create({
+    id,
+    user_id: user.id,
+    spec,
+    session_api_key: "sk_container",
+    start_timeout_ms: 20_000,
+    idle_timeout_ms: 600_000,
+  });
+  await untilRunning(stub);
+  return { id, stub };
+}
+
+async function untilRunning(stub: DurableObjectStub<StandInContainerSandboxDO>): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while ((await stub.get())?.status !== "RUNNING" && Date.now() < deadline) await sleep(50);
+  expect((await stub.get())?.status).toBe("RUNNING");
+}
+
+// As the Worker does: the SandboxDO checks the session key itself.
+const asWorker = { [PROXY_SESSION_KEY_HEADER]: "sk_container" };
+
 describe("the container backend (ctx.container stand-in reaching a real runtime)", () => {
   it("starts the spec's image and instance, proxies, pauses to R2 and resumes with the workspace", async () => {
-    const user = await createUser();
-    const spec = SANDBOX_SPECS.find((candidate) => candidate.id === "slim");
-    if (spec === undefined) throw new Error("no slim spec");
-    const id = `container-${crypto.randomUUID().slice(0, 8)}`;
-    const stub = env.STANDIN_CONTAINER_SANDBOX.getByName(id);
-    await env.ACCOUNT.getByName(user.id).admitSandbox(id, new Date().toISOString(), 5);
-    await stub.create({
-      id,
-      user_id: user.id,
-      spec,
-      session_api_key: "sk_container",
-      start_timeout_ms: 20_000,
-      idle_timeout_ms: 600_000,
-    });
-
-    const deadline = Date.now() + 20_000;
-    while ((await stub.get())?.status !== "RUNNING" && Date.now() < deadline) await sleep(50);
-    expect((await stub.get())?.status).toBe("RUNNING");
+    const { id, stub } = await containerSandbox();
     const starts = await stub.containerStarts();
     expect(starts).toEqual([
       expect.objectContaining({
@@ -96,8 +109,6 @@ describe("the container backend (ctx.container stand-in reaching a real runtime)
       }),
     ]);
 
-    // As the Worker does: the SandboxDO checks the session key itself.
-    const asWorker = { [PROXY_SESSION_KEY_HEADER]: "sk_container" };
     const denied = await stub.fetch("http://sandbox/files/list?path=.", { headers: { [PROXY_SESSION_KEY_HEADER]: "sk_other" } });
     expect(denied.status).toBe(401);
     const put = await stub.fetch("http://sandbox/files?path=keep.sh&mode=0700", {
@@ -109,7 +120,7 @@ describe("the container backend (ctx.container stand-in reaching a real runtime)
     expect((await stub.pause()).ok).toBe(true);
     expect(await hostState(id)).toMatchObject({ running: false, directory_exists: false });
     expect((await stub.resume(20_000)).ok).toBe(true);
-    while ((await stub.get())?.status !== "RUNNING" && Date.now() < deadline) await sleep(50);
+    await untilRunning(stub);
     const ran = await stub.fetch("http://sandbox/exec", {
       method: "POST",
       headers: { ...asWorker, "Content-Type": "application/json" },
@@ -119,5 +130,22 @@ describe("the container backend (ctx.container stand-in reaching a real runtime)
     expect(await runInDurableObject(stub, (instance) => instance.containerStarts().length)).toBe(2);
     expect((await stub.destroy()).ok).toBe(true);
     expect((await hostState(id)).directory_exists).toBe(false);
+  });
+
+  it("takes the snapshot again from a spooled archive when the streamed one breaks", async () => {
+    const { id, stub } = await containerSandbox();
+    const content = "x".repeat(200_000);
+    const put = await stub.fetch("http://sandbox/files?path=big.txt", { method: "PUT", headers: asWorker, body: content });
+    expect(put.status).toBe(200);
+    await stub.breakNextArchive();
+    expect((await stub.pause()).ok).toBe(true);
+    expect(await stub.archiveRequests()).toEqual(["/archive?since=", "/archive?since=&spool=true"]);
+    const objects = await env.WORKSPACES.list({ prefix: `workspaces/${id}/` });
+    expect(objects.objects).toHaveLength(1);
+    expect((await stub.resume(20_000)).ok).toBe(true);
+    await untilRunning(stub);
+    const read = await stub.fetch("http://sandbox/files?path=big.txt", { headers: asWorker });
+    expect(await read.text()).toBe(content);
+    expect((await stub.destroy()).ok).toBe(true);
   });
 });
