@@ -1,8 +1,8 @@
 /**
  * The local sandbox host: what Cloudflare Containers are to production, for local development
  * and tests. It spawns one sandbox runtime process per sandbox, each in its own directory and on
- * its own port, and stopping one kills it and deletes its directory, exactly as a container loses
- * its disk. Listens on 127.0.0.1 only.
+ * its own port, and stopping one kills it and every process it started and deletes its
+ * directory, exactly as a container loses its processes and disk. Listens on 127.0.0.1 only.
  *
  *   POST   /sandboxes/{id}/start  {token, env}  → {url, pid, directory}   (idempotent while running)
  *   GET    /sandboxes/{id}                      → {running, url, pid, directory, directory_exists}
@@ -10,16 +10,20 @@
  *   DELETE /sandboxes/{id}                      → stopped and its directory deleted
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const RUNTIME = resolve(dirname(fileURLToPath(import.meta.url)), "..", "container", "runtime", "server.ts");
 const READY = /SANDBOX_RUNTIME_READY port=(\d+)/;
+const TAG_VARIABLE = "LOCAL_SANDBOX_TAG";
 
 interface Runtime {
   child: ChildProcess;
+  /** In the environment of the runtime and so of every process it starts (see killTagged). */
+  tag: string;
   url: string;
   directory: string;
   exited: boolean;
@@ -44,6 +48,7 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
 function spawnRuntime(directory: string, token: string, env: Record<string, string>, readyTimeoutMs: number): Promise<Runtime> {
   const workdir = join(directory, "workspace");
   mkdirSync(workdir, { recursive: true });
+  const tag = randomUUID();
   const child = spawn(process.execPath, ["--experimental-strip-types", "--no-warnings", RUNTIME], {
     cwd: workdir,
     env: {
@@ -56,11 +61,12 @@ function spawnRuntime(directory: string, token: string, env: Record<string, stri
       RUNTIME_STATE_DIR: join(directory, "runtime"),
       HOST: "127.0.0.1",
       PORT: "0",
+      [TAG_VARIABLE]: tag,
     },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
-  const runtime: Runtime = { child, url: "", directory, exited: false };
+  const runtime: Runtime = { child, tag, url: "", directory, exited: false };
   child.on("exit", () => {
     runtime.exited = true;
   });
@@ -90,6 +96,25 @@ function spawnRuntime(directory: string, token: string, env: Record<string, stri
   });
 }
 
+/**
+ * Kills every process whose environment carries the runtime's tag: its commands run in process
+ * groups of their own, and what they leave running (a dev server, a watcher) would outlive the
+ * runtime's group. A container loses all of them on stop; so does a local sandbox. Linux only
+ * (elsewhere the runtime's group is all that is killed).
+ */
+function killTagged(tag: string): void {
+  if (process.platform !== "linux") return;
+  const needle = Buffer.from(`${TAG_VARIABLE}=${tag}\0`);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`).includes(needle)) process.kill(Number(entry), "SIGKILL");
+    } catch {
+      // Gone already, or not ours to read.
+    }
+  }
+}
+
 function killTree(child: ChildProcess): void {
   if (child.pid === undefined) return;
   try {
@@ -110,7 +135,10 @@ export function startSandboxHost(options: { root: string; port?: number; readyTi
   const stop = (id: string, deleteDirectory: boolean) => {
     generations.set(id, (generations.get(id) ?? 0) + 1);
     const runtime = runtimes.get(id);
-    if (runtime) killTree(runtime.child);
+    if (runtime) {
+      killTree(runtime.child);
+      killTagged(runtime.tag);
+    }
     if (deleteDirectory) {
       runtimes.delete(id);
       rmSync(join(root, id), { recursive: true, force: true });

@@ -85,6 +85,32 @@ describe("pause and resume", () => {
     expect(await (await runtime(resumed, "/files?path=notes.txt")).text()).toBe("hello\n");
   });
 
+  it("pause while a process keeps writing in the workspace, keep what it wrote, and stop that process", async () => {
+    const user = await createUser();
+    const info = await runningSandbox(user.key, "slim");
+    // A log that takes tar a while to read, appended to all the while by a process in the
+    // background of a finished command (it would go on for 20 s).
+    const marker = `w${crypto.randomUUID().slice(0, 8)}`;
+    const writer = await runtime(info, "/exec", {
+      method: "POST",
+      json: {
+        command: `head -c 30000000 /dev/zero > app.log && (timeout 20 sh -c 'while :; do echo ${marker} >> app.log; done' > /dev/null 2>&1 &)`,
+      },
+    });
+    expect(await json(writer)).toMatchObject({ exit_code: 0 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const resumed = await pauseAndResume(user.key, info.id);
+    const stat = await json<{ size: number }>(await runtime(resumed, "/files/stat?path=app.log"));
+    expect(stat.size).toBeGreaterThan(30_000_000);
+    // The pause stopped the writer with the runtime, as a container's stop does ([w] keeps grep from finding itself).
+    const pattern = `[${marker[0]}]${marker.slice(1)}`;
+    const left = await runtime(resumed, "/exec", {
+      method: "POST",
+      json: { command: `grep -las '${pattern}' /proc/[0-9]*/cmdline | wc -l` },
+    });
+    expect((await json<{ stdout: string }>(left)).stdout.trim()).toBe("0");
+  });
+
   it("upload only the changes on later pauses, and the layers restore every change, deletions included", async () => {
     const user = await createUser();
     let info = await runningSandbox(user.key, "slim");
