@@ -3,13 +3,16 @@
  *   1. start → RUNNING through the API   vs  spawning the runtime directly and waiting for /health
  *   2. a trivial command via the proxy   vs  the same call straight to the runtime (p50)
  *   3. pause + resume of a 50 MB mixed workspace  vs  tar of the same directory out and back
+ *      (and, for context, the same archive through a bare Worker into the local R2 simulator and back)
  * Run: npm run bench:sandboxes   (writes bench/results/sandboxes.md)
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createReadStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { pipeline } from "node:stream/promises";
 import {
   benchHost,
   describeHost,
@@ -26,12 +29,19 @@ import {
 
 const START_RUNS = 10;
 const EXEC_RUNS = 200;
-const SNAPSHOT_RUNS = 3;
+const SNAPSHOT_RUNS = 5;
 
 const scratch = mkdtempSync(join(tmpdir(), "bench-sandboxes-"));
 const host = await startSandboxHostProcess(join(scratch, "sandboxes"), 8781);
 const worker = await startWorker(8790, join(scratch, "state"), { LOCAL_SANDBOX_HOST_URL: host.url });
 const api = (path: string, init?: RequestInit) => fetch(`${worker.url}/api/v1${path}`, init);
+// A bare Worker in front of the local R2 simulator, run the same way: the storage floor.
+const storageWorker = await startWorker(
+  8791,
+  join(scratch, "floor-state"),
+  {},
+  { config: join(ROOT, "bench", "floor-worker", "wrangler.toml") },
+);
 
 interface Info {
   id: string;
@@ -159,6 +169,45 @@ function tarOutAndBack(dir: string): number {
   return elapsed;
 }
 
+/**
+ * Context for the floor: the snapshot's storage path with nothing else on the way. tar out to a
+ * file, which a plain HTTP server here serves as the runtime does; a bare Worker streams it into
+ * the local R2 simulator, then streams the object back in a PUT to this server, which pipes it
+ * into tar. What any design that keeps snapshots in local R2 pays, before any state or runtime.
+ */
+let relayTarget = "";
+const relay = createServer((req, res) => {
+  if (req.method === "GET") {
+    const archive = join(scratch, "floor-r2.tar");
+    res.writeHead(200, { "Content-Type": "application/x-tar", "Content-Length": statSync(archive).size });
+    void pipeline(createReadStream(archive), res);
+    return;
+  }
+  const extract = spawn("tar", ["-C", relayTarget, "-xpf", "-"], { stdio: ["pipe", "ignore", "inherit"] });
+  extract.on("close", (code) => res.writeHead(code === 0 ? 200 : 500).end());
+  void pipeline(req, extract.stdin);
+});
+await new Promise<void>((resolve) => relay.listen(8792, "127.0.0.1", resolve));
+const relayUrl = "http://127.0.0.1:8792";
+
+async function tarThroughR2(dir: string, round: number): Promise<number> {
+  const archive = join(scratch, "floor-r2.tar");
+  relayTarget = mkdtempSync(join(scratch, "restored-r2-"));
+  const t0 = performance.now();
+  execFileSync("tar", ["-C", dir, "-cf", archive, "."]);
+  const object = `${storageWorker.url}/object/round-${round}`;
+  const put = await fetch(`${object}?from=${encodeURIComponent(relayUrl)}`, { method: "POST" });
+  if (!put.ok) throw new Error(`bare R2 put failed: ${put.status}`);
+  await put.arrayBuffer();
+  const got = await fetch(`${object}?to=${encodeURIComponent(relayUrl)}`, { method: "POST" });
+  if (!got.ok) throw new Error(`bare R2 restore failed: ${got.status}`);
+  await got.arrayBuffer();
+  const elapsed = performance.now() - t0;
+  rmSync(relayTarget, { recursive: true, force: true });
+  rmSync(archive, { force: true });
+  return elapsed;
+}
+
 async function pauseAndResume(id: string): Promise<number> {
   const t0 = performance.now();
   const paused = await api(`/sandboxes/${id}/pause`, { method: "POST" });
@@ -181,6 +230,7 @@ function editWorkspace(dir: string, round: number): void {
 // Each run: a fresh sandbox with a fresh workspace; its first pause uploads it all, the next
 // one (after some edits) only the changes.
 const floorSnapshots: number[] = [];
+const r2Snapshots: number[] = [];
 const firstSnapshots: number[] = [];
 const floorAfterEdits: number[] = [];
 const laterSnapshots: number[] = [];
@@ -192,6 +242,7 @@ for (let i = 0; i < SNAPSHOT_RUNS; i++) {
   workspace = join(scratch, "sandboxes", fresh.id, "workspace");
   workspaceBytes = fillWorkspace(workspace);
   floorSnapshots.push(tarOutAndBack(workspace));
+  r2Snapshots.push(await tarThroughR2(workspace, i));
   firstSnapshots.push(await pauseAndResume(fresh.id));
   editWorkspace(workspace, i);
   floorAfterEdits.push(tarOutAndBack(workspace));
@@ -201,6 +252,8 @@ for (let i = 0; i < SNAPSHOT_RUNS; i++) {
 const check = execFileSync("du", ["-sb", workspace]).toString().split("\t")[0];
 
 await worker.stop();
+await storageWorker.stop();
+relay.close();
 await host.close();
 rmSync(scratch, { recursive: true, force: true });
 
@@ -211,6 +264,7 @@ const execFloor = percentile(directExec, 50);
 const execApi = percentile(proxiedExec, 50);
 const snapFloor = percentile(floorSnapshots, 50);
 const snapApi = percentile(firstSnapshots, 50);
+const snapR2 = percentile(r2Snapshots, 50);
 const laterFloor = percentile(floorAfterEdits, 50);
 const laterApi = percentile(laterSnapshots, 50);
 const verdict = (ratio: number, target: number) =>
@@ -225,6 +279,13 @@ Machine: ${machine()}. Run: ${new Date().toISOString()}. \`npm run bench:sandbox
 | trivial command (\`true\`), p50 of ${EXEC_RUNS} | straight to the runtime: ${ms(execFloor)} (p99 ${ms(percentile(directExec, 99))}) | via the API proxy: ${ms(execApi)} (p99 ${ms(percentile(proxiedExec, 99))}) | ${verdict(execApi / execFloor, 2)} |
 | first pause + resume of a fresh ${(workspaceBytes / 2 ** 20).toFixed(1)} MiB workspace (600 text files + 10 × 4 MiB binary): a full snapshot, median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(snapFloor)} | pause (snapshot to R2, stop) + resume (start, restore) → RUNNING: ${ms(snapApi)} | ${verdict(snapApi / snapFloor, 2)} |
 | the next pause + resume, after 20 files edited and 1 MiB added: changes only, median of ${SNAPSHOT_RUNS} | tar out + tar back: ${ms(laterFloor)} | ${ms(laterApi)} | ${verdict(laterApi / laterFloor, 2)} |
+
+Context for the first pause + resume: the snapshot's storage path alone (tar out, served over HTTP
+to a bare Worker that streams it into the local R2 simulator, then streams it back into tar in;
+bench/floor-worker) takes ${ms(snapR2)} in this
+run (median of ${SNAPSHOT_RUNS}; runs: ${r2Snapshots.map((value) => value.toFixed(0)).join(", ")} ms), so the platform's own cost above
+that storage floor is ${ms(snapApi - snapR2)} (${(snapApi / snapR2).toFixed(2)}×): stopping the runtime, starting a fresh one, the
+state changes and polling for RUNNING. Runs of the platform: ${firstSnapshots.map((value) => value.toFixed(0)).join(", ")} ms; of tar: ${floorSnapshots.map((value) => value.toFixed(0)).join(", ")} ms.
 
 Context for the proxy row: a bare \`GET /health\` of the same Worker on the same host takes ${ms(percentile(bareWorker, 50))} p50 (p99 ${ms(percentile(bareWorker, 99))}) on this
 machine, so the proxy's own cost above the Worker's ingress and the runtime is about

@@ -3,11 +3,16 @@
  * else. `/socket` joins; `/broadcast?count&bytes&interval_ms` sends `count` payloads of `bytes`
  * bytes, each stamped with its send time, to every socket; `/stream?count&bytes` writes `count`
  * Server-Sent Events frames of `bytes` bytes, 500 to a write, paced by the reader.
+ *
+ * Also a floor of bench/sandboxes.ts, the storage path of a snapshot with nothing else on the
+ * way: `POST /object/{key}?from=URL` streams what URL answers into the local R2 simulator, and
+ * `POST /object/{key}?to=URL` streams the object back to URL in a PUT.
  */
 import { DurableObject } from "cloudflare:workers";
 
 interface FloorEnv {
   FLOOR: DurableObjectNamespace<Floor>;
+  FLOOR_BUCKET: R2Bucket;
 }
 
 function payload(bytes: number, index: number): string {
@@ -59,8 +64,28 @@ export class Floor extends DurableObject<FloorEnv> {
   }
 }
 
+async function object(request: Request, env: FloorEnv, key: string): Promise<Response> {
+  const url = new URL(request.url);
+  const from = url.searchParams.get("from");
+  if (from !== null) {
+    const source = await fetch(from);
+    const stored = await env.FLOOR_BUCKET.put(key, source.body);
+    return Response.json({ size: stored?.size ?? 0 });
+  }
+  const found = await env.FLOOR_BUCKET.get(key);
+  if (found === null) return new Response("not found", { status: 404 });
+  const sent = await fetch(url.searchParams.get("to") ?? "", {
+    method: "PUT",
+    body: found.body,
+    headers: { "Content-Length": String(found.size) },
+  });
+  return new Response(sent.body, { status: sent.status });
+}
+
 export default {
   fetch(request: Request, env: FloorEnv): Promise<Response> {
+    const path = new URL(request.url).pathname;
+    if (path.startsWith("/object/")) return object(request, env, path.slice("/object/".length));
     return env.FLOOR.getByName("floor").fetch(request);
   },
 };

@@ -21,7 +21,11 @@ interface TarRun {
  */
 function tar(args: string[], stdio: { stdin?: boolean; stdout?: boolean } = {}): TarRun {
   const creating = args.includes("-cf");
-  const child = spawn("tar", args, { stdio: [stdio.stdin ? "pipe" : "ignore", stdio.stdout ? "pipe" : "ignore", "pipe"] });
+  const child = spawn("tar", args, {
+    // The C locale: `--totals` is parsed, and must not come translated.
+    env: { ...process.env, LC_ALL: "C" },
+    stdio: [stdio.stdin ? "pipe" : "ignore", stdio.stdout ? "pipe" : "ignore", "pipe"],
+  });
   let stderr = "";
   child.stderr?.on("data", (chunk: Buffer) => {
     stderr += chunk.toString("utf8");
