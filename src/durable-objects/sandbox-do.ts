@@ -528,11 +528,11 @@ export class SandboxDO extends DurableObject<Env> {
       );
       layer = await this.uploadLayer(row, `${path}&spool=true`);
     }
-    const { key, kind } = layer;
+    const { key, bytes, kind } = layer;
     const replaced = kind === "full" ? layers : [];
     this.ctx.storage.transactionSync(() => {
       if (kind === "full") this.ctx.storage.sql.exec("DELETE FROM snapshot_layers");
-      this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, layer.bytes, kind);
+      this.ctx.storage.sql.exec("INSERT INTO snapshot_layers (key, bytes, kind) VALUES (?, ?, ?)", key, bytes, kind);
     });
     await this.deleteObjects(replaced.map((old) => old.key));
   }
